@@ -1,0 +1,55 @@
+# lipgnn — every command a researcher needs. `make demo` first, `make test` second.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# Offline datasets: LIPGNN_DATA wins; else ../shared/datasets when present; else ./data (downloaded there).
+LIPGNN_DATA ?= $(if $(wildcard ../shared/datasets),$(abspath ../shared/datasets),$(abspath data))
+export LIPGNN_DATA
+RESULTS ?= results
+EXP ?= table3
+BUDGET ?= cpu
+
+.PHONY: install demo test test-slow lint tables figures sweep sweep-status bench bench-tiny clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# torch first, pinned: a bare `torch` requirement would pull a multi-GB CUDA build on CPU-only machines.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install  ## GAT vs GAT-Lip on TREES (+ Cora when a local copy exists), a small comparison table
+	$(PY) scripts/demo.py
+
+test: install  ## the test suite (CI runs exactly this)
+	$(PY) -m pytest
+
+test-slow: install  ## long training tests kept out of `make test`
+	$(PY) -m pytest -m slow
+
+lint: install
+	$(PY) -m ruff check .
+
+tables: install  ## results/tables/table{1,2,3}.{md,tex,csv} from the run records
+	$(PY) scripts/make_tables.py --results-dir $(RESULTS)
+
+figures: install  ## results/figures/fig{2..6}.{png,pdf} from the run records
+	$(PY) scripts/make_figures.py --results-dir $(RESULTS)
+
+sweep: install  ## run one experiment's sweep here: make sweep EXP=table3 BUDGET=cpu
+	$(PY) train.py -m experiment=$(EXP) budget=$(BUDGET) results_dir=$(RESULTS) hydra/launcher=local
+
+sweep-status: install  ## done / diverged / failed / missing runs of a sweep: make sweep-status EXP=table3
+	$(VENV)/bin/lipgnn sweep-status $(EXP) --results-dir $(RESULTS) budget=$(BUDGET)
+
+bench: install  ## deep-attention speed/memory benchmark -> results/bench/summary.csv
+	$(PY) -m lipgnn.bench --out $(RESULTS)/bench
+
+bench-tiny: install
+	$(PY) -m lipgnn.bench --tiny --out /tmp/lipgnn-bench-tiny
+
+clean:
+	rm -rf .cache .pytest_cache

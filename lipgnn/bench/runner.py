@@ -1,0 +1,365 @@
+r"""Speed and memory of one full-batch training step of deep attention stacks.
+
+Every variant is the same network (``lipgnn.models.build_model``: input ``Linear`` → ``depth`` ×
+[conv → ELU (not after the last conv)] → output ``Linear``; hidden 64, 1 head, no dropout) with the
+same initial weights; only the conv implementation differs:
+
+============  =======================================================================
+variant       conv
+============  =======================================================================
+pyg_gat       stock ``torch_geometric.nn.GATConv`` (weights copied from ``gat``)
+gat           ``FusedLipGATConv(lipschitz_norm=False)`` (``model.impl=fused``)
+gat_lip       ``FusedLipGATConv(lipschitz_norm=True)`` (eq. 17)
+pyg_gt        stock ``torch_geometric.nn.TransformerConv``
+gt            ``FusedLipTransformerConv(lipschitz_norm=False)``
+gt_lip        ``FusedLipTransformerConv(lipschitz_norm=True)`` (eq. 19)
+gat_lip_ckpt  ``gat_lip`` with activation checkpointing (``DeepGNN.checkpoint_activations``)
+============  =======================================================================
+
+A step is ``zero_grad → forward → cross-entropy over all nodes → backward → Adam step``. Per graph
+and depth all variants are built, each runs one warm-up step (which is also the memory measurement,
+see :mod:`lipgnn.bench.memory`), then ``repeats`` rounds time one step of every variant, the order
+rotating between rounds so slow drifts of a shared machine spread over all variants. Times are
+wall-clock (``torch.cuda.synchronize`` around CUDA steps); the fused variants' one-off graph
+preprocessing (:class:`~lipgnn.nn.fused.CSRGraph`, cached per ``edge_index``) is done before the
+warm-up and reported separately as ``prep_s``. Ratios compare medians of the same run:
+``ratio_vs_pyg = median(variant) / median(stock PyG stack of the same attention type)``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lipgnn.bench.graphs import SIZES, BenchGraph, load_graph
+from lipgnn.bench.memory import measure_peak_mb, memory_method
+
+VARIANTS: tuple[str, ...] = ("pyg_gat", "gat", "gat_lip", "pyg_gt", "gt", "gt_lip")
+CKPT_VARIANT = "gat_lip_ckpt"
+SUMMARY_COLUMNS: tuple[str, ...] = ("graph", "depth", "variant", "median_s", "peak_mb", "ratio_vs_pyg")
+LARGE_GRAPH_NODES = 100_000  # graphs above this size are capped at --large-max-depth
+
+
+def attention_kind(variant: str) -> str:
+    return "gt" if variant in ("pyg_gt", "gt", "gt_lip") else "gat"
+
+
+def baseline_of(variant: str) -> str:
+    return f"pyg_{attention_kind(variant)}"
+
+
+@dataclass
+class Measurement:
+    graph: str
+    depth: int
+    variant: str
+    times_s: list[float] = field(default_factory=list)
+    peak_mb: float = math.nan
+    prep_s: float = 0.0
+    max_abs_diff_vs_pyg: float = math.nan
+    ratio_vs_pyg: float = math.nan
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.times_s) if self.times_s else math.nan
+
+    def quantile(self, q: float) -> float:
+        if not self.times_s:
+            return math.nan
+        if len(self.times_s) == 1:
+            return self.times_s[0]
+        return float(torch.tensor(self.times_s, dtype=torch.float64).quantile(q))
+
+
+def build_variant(variant: str, depth: int, num_features: int, num_classes: int, *, hidden: int = 64,
+                  heads: int = 1, seed: int = 0) -> nn.Module:
+    """The ``depth``-layer stack of ``variant`` (same seed → same weights for every variant of a kind)."""
+    from lipgnn.models import build_model
+
+    kind = attention_kind(variant.removesuffix("_ckpt"))
+    lip = variant.removesuffix("_ckpt").endswith("_lip")
+    model_cfg = SimpleNamespace(name=kind, hidden=hidden, heads=heads, head_aggregation="concat", dropout=0.0,
+                                attn_dropout=0.0, residual=False, impl="fused")
+    norm_cfg = SimpleNamespace(name="lip" if lip else "none", alpha=1.0, variant="paper")
+    spec = SimpleNamespace(num_features=num_features, num_classes=num_classes, input="dense", vocab_sizes=(),
+                           edge_dim=None, multilabel=False, task="node")
+    torch.manual_seed(seed)
+    model = build_model(model_cfg, norm_cfg, spec, depth)
+    if variant.startswith("pyg_"):
+        for block in model.blocks:
+            block.conv = _stock_conv(kind, block.conv)
+    if variant.endswith("_ckpt"):
+        if not hasattr(model, "checkpoint_activations"):
+            raise RuntimeError("lipgnn.models.DeepGNN has no checkpoint_activations switch")
+        model.checkpoint_activations = True
+    return model
+
+
+def _stock_conv(kind: str, ours: nn.Module) -> nn.Module:
+    """PyG's own layer with the hyper-parameters and weights of ``ours`` (state dicts are identical)."""
+    from torch_geometric.nn import GATConv, TransformerConv
+
+    if kind == "gat":
+        conv: nn.Module = GATConv(ours.in_channels, ours.out_channels, heads=ours.heads, concat=ours.concat,
+                                  negative_slope=ours.negative_slope, dropout=ours.dropout,
+                                  add_self_loops=ours.add_self_loops, bias=ours.bias is not None)
+    else:
+        conv = TransformerConv(ours.in_channels, ours.out_channels, heads=ours.heads, concat=ours.concat,
+                               dropout=ours.dropout, root_weight=ours.root_weight)
+    conv.load_state_dict(ours.state_dict())
+    return conv
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def make_step(model: nn.Module, graph: BenchGraph, device: torch.device) -> Callable[[], float]:
+    """One full-batch training step (forward + backward + Adam); returns its wall time in seconds."""
+    opt = torch.optim.Adam(model.parameters(), lr=0.005)
+    model.train()
+
+    def step() -> float:
+        _sync(device)
+        start = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(graph.x, graph.edge_index), graph.y)
+        loss.backward()
+        opt.step()
+        _sync(device)
+        return time.perf_counter() - start
+
+    return step
+
+
+def _prebuild_csr(variant: str, graph: BenchGraph) -> float:
+    """Build (and cache) the CSR graph the fused variant will use; returns the time it took."""
+    if variant.startswith("pyg_"):
+        return 0.0
+    from lipgnn.nn.fused import get_csr_graph
+
+    start = time.perf_counter()
+    get_csr_graph(graph.edge_index, graph.num_nodes, add_self_loops=attention_kind(variant) == "gat")
+    return time.perf_counter() - start
+
+
+def _output_diff(models: dict[str, nn.Module], graph: BenchGraph) -> dict[str, float]:
+    """max |Δ| of each variant's eval-mode output against its stock PyG stack (same weights)."""
+    diffs: dict[str, float] = {}
+    outs: dict[str, torch.Tensor] = {}
+    with torch.no_grad():
+        for name, model in models.items():
+            if name.startswith("pyg_") or not name.endswith("_lip"):
+                model.eval()
+                outs[name] = model(graph.x, graph.edge_index)
+                model.train()
+    for name, out in outs.items():
+        base = outs.get(baseline_of(name))
+        if base is not None and not name.startswith("pyg_"):
+            diffs[name] = float((out - base).abs().max())
+    return diffs
+
+
+def bench_config(graph: BenchGraph, depth: int, variants: Sequence[str], repeats: int, device: torch.device,
+                 *, hidden: int, heads: int, seed: int, log: Callable[[str], None]) -> list[Measurement]:
+    """Measure ``variants`` on one graph at one depth (same process, interleaved rounds)."""
+    models = {v: build_variant(v, depth, graph.x.size(1), graph.num_classes, hidden=hidden, heads=heads,
+                               seed=seed).to(device) for v in variants}
+    results = {v: Measurement(graph.name, depth, v) for v in variants}
+    if graph.num_nodes <= LARGE_GRAPH_NODES:  # an extra forward per variant: skipped on large graphs
+        for name, diff in _output_diff(models, graph).items():
+            results[name].max_abs_diff_vs_pyg = diff
+    steps = {v: make_step(m, graph, device) for v, m in models.items()}
+    for v in variants:  # warm-up step = memory measurement
+        results[v].prep_s = _prebuild_csr(v, graph)
+        results[v].peak_mb = measure_peak_mb(steps[v], device)
+        log(f"  warm-up {graph.name} L={depth} {v}: peak {results[v].peak_mb:.0f} MiB")
+    order = list(variants)
+    for r in range(repeats):
+        shift = r % len(order)
+        for v in order[shift:] + order[:shift]:
+            results[v].times_s.append(steps[v]())
+        log(f"  round {r + 1}/{repeats} {graph.name} L={depth}: "
+            + ", ".join(f"{v} {results[v].times_s[-1]:.3f}s" for v in variants))
+    for v in variants:
+        base = results.get(baseline_of(v))
+        if base is not None and base.times_s:
+            results[v].ratio_vs_pyg = results[v].median_s / base.median_s
+    return [results[v] for v in variants]
+
+
+@dataclass
+class BenchConfig:
+    graphs: list[str]
+    depths: list[int]
+    repeats: int = 5
+    out: Path = Path("results/bench")
+    variants: list[str] = field(default_factory=lambda: list(VARIANTS))
+    large_max_depth: int = 8
+    large_repeats: int = 2
+    ckpt_graph: str | None = "arxiv"
+    ckpt_depth: int = 30
+    hidden: int = 64
+    heads: int = 1
+    seed: int = 0
+    threads: int | None = None
+    device: str = "auto"
+
+
+def depths_for(graph: BenchGraph, cfg: BenchConfig) -> list[int]:
+    if graph.num_nodes > LARGE_GRAPH_NODES:
+        return sorted({min(d, cfg.large_max_depth) for d in cfg.depths})
+    return sorted(set(cfg.depths))
+
+
+def run(cfg: BenchConfig, log: Callable[[str], None] = print) -> list[Measurement]:
+    """Run the whole benchmark, write ``summary.csv``, ``details.csv``, ``meta.json`` and ``summary.png``."""
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    device = torch.device("cuda" if cfg.device == "auto" and torch.cuda.is_available()
+                          else ("cpu" if cfg.device == "auto" else cfg.device))
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    results: list[Measurement] = []
+    sources: dict[str, str] = {}
+    started = time.perf_counter()
+    for name in cfg.graphs:
+        graph = load_graph(name, seed=cfg.seed).to(device)
+        sources[name] = graph.source
+        large = graph.num_nodes > LARGE_GRAPH_NODES
+        repeats = min(cfg.repeats, cfg.large_repeats) if large else cfg.repeats
+        log(f"{name}: {graph.num_nodes} nodes, {graph.num_edges} edges, {graph.x.size(1)} features "
+            f"({graph.source}); depths {depths_for(graph, cfg)}, {repeats} repeats")
+        for depth in depths_for(graph, cfg):
+            results += bench_config(graph, depth, cfg.variants, repeats, device, hidden=cfg.hidden,
+                                    heads=cfg.heads, seed=cfg.seed, log=log)
+            _write(cfg, results, sources, device, time.perf_counter() - started)
+        if cfg.ckpt_graph == name:
+            results += _ckpt_measurement(graph, cfg, results, device, log)
+            _write(cfg, results, sources, device, time.perf_counter() - started)
+        del graph
+    _write(cfg, results, sources, device, time.perf_counter() - started, final=True)
+    log(format_report(results))
+    return results
+
+
+def _ckpt_measurement(graph: BenchGraph, cfg: BenchConfig, done: list[Measurement], device: torch.device,
+                      log: Callable[[str], None]) -> list[Measurement]:
+    """Peak memory (and one timed step) of gat_lip with and without activation checkpointing."""
+    have = {(m.graph, m.depth, m.variant) for m in done}
+    variants = [v for v in ("gat_lip", CKPT_VARIANT) if (graph.name, cfg.ckpt_depth, v) not in have]
+    log(f"{graph.name}: checkpointing measurement at depth {cfg.ckpt_depth}: {variants}")
+    out = bench_config(graph, cfg.ckpt_depth, variants, 1, device, hidden=cfg.hidden, heads=cfg.heads,
+                       seed=cfg.seed, log=log)
+    pyg = next((m for m in done if (m.graph, m.depth, m.variant) == (graph.name, cfg.ckpt_depth, "pyg_gat")), None)
+    for m in out:
+        if pyg is not None:
+            m.ratio_vs_pyg = m.median_s / pyg.median_s
+    return out
+
+
+def _fmt(value: float, spec: str) -> str:
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
+
+
+def _write(cfg: BenchConfig, results: list[Measurement], sources: dict[str, str], device: torch.device,
+           elapsed: float, final: bool = False) -> None:
+    """Write the CSVs and metadata (after every configuration, so a long run leaves partial results)."""
+    import pandas as pd
+
+    rows = [{"graph": m.graph, "depth": m.depth, "variant": m.variant, "median_s": m.median_s,
+             "peak_mb": m.peak_mb, "ratio_vs_pyg": m.ratio_vs_pyg} for m in results]
+    pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS)).to_csv(cfg.out / "summary.csv", index=False,
+                                                            float_format="%.6g")
+    details = [{**row, "q25_s": m.quantile(0.25), "q75_s": m.quantile(0.75), "min_s": min(m.times_s, default=math.nan),
+                "max_s": max(m.times_s, default=math.nan), "n": len(m.times_s), "prep_s": m.prep_s,
+                "max_abs_diff_vs_pyg": m.max_abs_diff_vs_pyg, "times_s": " ".join(f"{t:.4f}" for t in m.times_s)}
+               for row, m in zip(rows, results, strict=True)]
+    pd.DataFrame(details).to_csv(cfg.out / "details.csv", index=False, float_format="%.6g")
+    meta = {
+        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
+        "device": str(device), "torch": torch.__version__, "threads": torch.get_num_threads(),
+        "platform": platform.platform(), "processor": platform.processor(),
+        "memory_method": memory_method(device), "graph_sources": sources,
+        "graph_sizes": {k: asdict(v) for k, v in SIZES.items()}, "elapsed_s": elapsed,
+        "step": "zero_grad + forward + cross-entropy (all nodes) + backward + Adam",
+    }
+    (cfg.out / "meta.json").write_text(json.dumps(meta, indent=2))
+    if final:
+        plot(results, cfg.out / "summary.png")
+
+
+def plot(results: list[Measurement], path: Path) -> None:
+    """Median step time and peak memory against depth, one column per graph."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    graphs = list(dict.fromkeys(m.graph for m in results))
+    if not graphs:
+        return
+    fig, axes = plt.subplots(2, len(graphs), figsize=(4.2 * len(graphs), 7), squeeze=False)
+    styles = {"pyg_gat": ("tab:blue", "--"), "gat": ("tab:blue", ":"), "gat_lip": ("tab:blue", "-"),
+              "pyg_gt": ("tab:red", "--"), "gt": ("tab:red", ":"), "gt_lip": ("tab:red", "-"),
+              CKPT_VARIANT: ("tab:green", "-")}
+    for col, g in enumerate(graphs):
+        for variant in dict.fromkeys(m.variant for m in results if m.graph == g):
+            ms = sorted((m for m in results if m.graph == g and m.variant == variant), key=lambda m: m.depth)
+            color, ls = styles.get(variant, ("gray", "-"))
+            depths = [m.depth for m in ms]
+            axes[0, col].plot(depths, [m.median_s for m in ms], ls, color=color, marker="o", label=variant)
+            axes[0, col].errorbar(depths, [m.median_s for m in ms], fmt="none", ecolor=color, capsize=3,
+                                  yerr=[[m.median_s - m.quantile(0.25) for m in ms],
+                                        [m.quantile(0.75) - m.median_s for m in ms]])
+            axes[1, col].plot(depths, [m.peak_mb for m in ms], ls, color=color, marker="o", label=variant)
+        axes[0, col].set_title(g)
+        axes[0, col].set_yscale("log")
+        axes[0, col].set_ylabel("step time [s] (median, IQR)")
+        axes[1, col].set_ylabel("peak memory of a step [MiB]")
+        axes[1, col].set_yscale("log")
+        axes[1, col].set_xlabel("depth (attention layers)")
+    axes[0, 0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def format_report(results: list[Measurement]) -> str:
+    """Human-readable table plus the headline ratios (Lip overhead, speed-up over stock PyG)."""
+    lines = [f"{'graph':8} {'depth':>5} {'variant':13} {'median_s':>9} {'IQR_s':>17} {'min-max_s':>17} "
+             f"{'ratio':>6} {'peak_MiB':>9} {'max|Δ|':>8}"]
+    for m in results:
+        lines.append(
+            f"{m.graph:8} {m.depth:5d} {m.variant:13} {m.median_s:9.4f} "
+            f"{_fmt(m.quantile(0.25), '.4f'):>8}-{_fmt(m.quantile(0.75), '.4f'):<8} "
+            f"{_fmt(min(m.times_s, default=math.nan), '.4f'):>8}-{_fmt(max(m.times_s, default=math.nan), '.4f'):<8} "
+            f"{_fmt(m.ratio_vs_pyg, '.3f'):>6} {_fmt(m.peak_mb, '.0f'):>9} {_fmt(m.max_abs_diff_vs_pyg, '.1e'):>8}"
+        )
+    by_key = {(m.graph, m.depth, m.variant): m for m in results}
+    lines.append("headline ratios (medians of the same run):")
+    for g, d in dict.fromkeys((m.graph, m.depth) for m in results):
+        parts = []
+        for num, den, label in (("gat_lip", "gat", "gat_lip/gat"), ("gt_lip", "gt", "gt_lip/gt"),
+                                ("pyg_gat", "gat_lip", "speed-up pyg_gat/gat_lip"),
+                                ("pyg_gt", "gt_lip", "speed-up pyg_gt/gt_lip")):
+            a, b = by_key.get((g, d, num)), by_key.get((g, d, den))
+            if a is not None and b is not None and a.times_s and b.times_s:
+                parts.append(f"{label} {a.median_s / b.median_s:.2f}")
+        a, b = by_key.get((g, d, "gat_lip")), by_key.get((g, d, CKPT_VARIANT))
+        if a is not None and b is not None and b.peak_mb > 0:
+            parts.append(f"memory gat_lip/gat_lip_ckpt {a.peak_mb / b.peak_mb:.2f}x")
+        if parts:
+            lines.append(f"  {g} L={d}: " + "; ".join(parts))
+    return "\n".join(lines)

@@ -1,0 +1,52 @@
+"""Command-line entry points: ``lipgnn-train`` (== ``python train.py``) and ``lipgnn`` (utility subcommands)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from lipgnn.errors import LipgnnError
+
+# An absolute path: Hydra would otherwise look for a Python package named "conf" (editable install = repo root).
+CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
+
+
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
+def _hydra_train(cfg: DictConfig) -> float | None:
+    from lipgnn.train.run import run
+
+    multirun = HydraConfig.get().mode == RunMode.MULTIRUN
+    try:
+        record = run(cfg, progress=False if multirun else None)
+    except LipgnnError as exc:
+        if multirun:
+            raise  # the sweep goes on; Hydra reports the failed job at the end
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    best = record.get("best") or {}
+    return best.get("val")
+
+
+def train_main() -> None:
+    _hydra_train()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="lipgnn", description="lipgnn utilities")
+    sub = parser.add_subparsers(dest="command", required=True)
+    status = sub.add_parser("sweep-status", help="runs done / diverged / failed / missing for an experiment")
+    status.add_argument("experiment", help="experiment name, e.g. table3")
+    status.add_argument("--results-dir", default="results")
+    status.add_argument("overrides", nargs="*", help="the sweep's overrides, e.g. budget=cpu")
+    args = parser.parse_args(argv)
+    if args.command == "sweep-status":
+        from lipgnn.sweep import print_sweep_status
+
+        return print_sweep_status(args.experiment, args.results_dir, args.overrides)
+    return 1

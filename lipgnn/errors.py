@@ -1,0 +1,13 @@
+"""Errors that end a run with one clear line (``train.py`` prints ``error: <msg>`` and exits 2)."""
+
+
+class LipgnnError(Exception):
+    """Base class: the message is one line saying what is wrong and how to fix it."""
+
+
+class ConfigError(LipgnnError):
+    """The composed configuration is invalid or names an impossible combination."""
+
+
+class DatasetNotFoundError(LipgnnError):
+    """The dataset files are absent from the data root and cannot be downloaded."""

@@ -1,0 +1,134 @@
+r"""The pieces a :class:`~lipgnn.models.deep.DeepGNN` is assembled from.
+
+Block order (the authors' ``models/deepgat.py`` / ``models/deepgt.py`` in gdasoulas/LipschitzNorm,
+summarised in REFERENCE.md), for layer :math:`l = 0, \dots, L-1`:
+
+.. math::
+    h &= \mathrm{Dropout}_p(x_l) \\
+    h &= \mathrm{Conv}_l(h, \mathcal{E}\,[, e]) \qquad
+        \text{(attention scores normalised by eq. (17) GAT / eq. (19) GT when norm=lip)} \\
+    h &= \mathrm{LayerNorm}(h) \qquad \text{(norm=layernorm: the authors' GT order, before the activation)} \\
+    h &= \sigma(h) \qquad \text{(ELU for gat/gt, ReLU for gcn/gin/gcnii; GGNN has none;
+        skipped on the last layer except for GCNII)} \\
+    h &= \mathrm{PairNorm}(h) \qquad \text{(norm=pairnorm: after the activation, the authors' order)} \\
+    x_{l+1} &= h + x_l \qquad \text{(residual=true, Table 3's "-res"; otherwise } x_{l+1} = h\text{)}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+#: How a block calls its conv: ``plain`` conv(x, edge_index) (GCN, GIN, GGNN), ``attention``
+#: conv(x, edge_index, edge_attr) (GAT, GT), ``initial`` conv(x, x_0, edge_index) (GCNII's GCN2Conv).
+CONV_CALLS = ("plain", "attention", "initial")
+
+
+class EmbeddingSum(nn.Module):
+    r"""Input encoder for token-id features (TREES' key + value embedding).
+
+    .. math::
+        h_i = \sum_{k=1}^{K} E_k[x_{i,k}], \qquad E_k \in \mathbb{R}^{|V_k| \times d}
+
+    Args:
+        vocab_sizes: :math:`|V_k|`, one per column of the long input ``x`` of shape ``[N, K]``.
+        embedding_dim: :math:`d`, the model's hidden width.
+    """
+
+    def __init__(self, vocab_sizes: Sequence[int], embedding_dim: int) -> None:
+        super().__init__()
+        self.embeddings = nn.ModuleList(nn.Embedding(int(v), embedding_dim) for v in vocab_sizes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.dim() != 2 or x.size(1) != len(self.embeddings):
+            raise ValueError(
+                f"EmbeddingSum expects long x of shape [N, {len(self.embeddings)}], got {tuple(x.shape)}"
+            )
+        out = self.embeddings[0](x[:, 0])
+        for k in range(1, len(self.embeddings)):
+            out = out + self.embeddings[k](x[:, k])
+        return out
+
+
+class GNNBlock(nn.Module):
+    r"""One message-passing layer of a deep GNN, in the authors' order (see the module docstring).
+
+    .. math::
+        x_{l+1} = \mathrm{PN}\big(\sigma(\mathrm{LN}(\mathrm{Conv}(\mathrm{Dropout}_p(x_l))))\big)
+                  \;[+\, x_l]
+
+    where every bracketed piece is optional (``None`` → identity).
+
+    Args:
+        conv: the message-passing layer.
+        call: how ``conv`` is called, one of :data:`CONV_CALLS`.
+        dropout: feature-dropout probability :math:`p` applied to the block input.
+        layer_norm: optional normalisation between conv and activation (PyG ``LayerNorm``).
+        act: optional activation module.
+        pair_norm: optional normalisation after the activation (PyG ``PairNorm``).
+        residual: add the block input :math:`x_l` after the last normalisation.
+    """
+
+    def __init__(
+        self,
+        conv: nn.Module,
+        call: str,
+        dropout: float = 0.0,
+        layer_norm: nn.Module | None = None,
+        act: nn.Module | None = None,
+        pair_norm: nn.Module | None = None,
+        residual: bool = False,
+    ) -> None:
+        super().__init__()
+        if call not in CONV_CALLS:
+            raise ValueError(f"call must be one of {CONV_CALLS}, got {call!r}")
+        self.conv = conv
+        self.call = call
+        self.dropout = float(dropout)
+        self.layer_norm = layer_norm
+        self.act = act
+        self.pair_norm = pair_norm
+        self.residual = bool(residual)
+
+    @property
+    def has_attention(self) -> bool:
+        return self.call == "attention"
+
+    def forward(
+        self,
+        x: Tensor,
+        edge_index: Tensor,
+        edge_attr: Tensor | None = None,
+        x_0: Tensor | None = None,
+    ) -> Tensor:
+        h = F.dropout(x, p=self.dropout, training=self.training)
+        if self.call == "attention":
+            h = self.conv(h, edge_index, edge_attr)
+        elif self.call == "initial":
+            if x_0 is None:
+                raise ValueError("a GCNII block needs the initial representation x_0")
+            h = self.conv(h, x_0, edge_index)
+        else:
+            h = self.conv(h, edge_index)
+        if self.layer_norm is not None:
+            h = self.layer_norm(h)
+        if self.act is not None:
+            h = self.act(h)
+        if self.pair_norm is not None:
+            h = self.pair_norm(h)
+        if self.residual:
+            h = h + x
+        return h
+
+    def extra_repr(self) -> str:
+        return f"call={self.call}, dropout={self.dropout}, residual={self.residual}"
+
+
+def count_parameters(module: nn.Module) -> int:
+    """Number of trainable scalars (recorded in run info)."""
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+
+__all__ = ["CONV_CALLS", "EmbeddingSum", "GNNBlock", "count_parameters"]

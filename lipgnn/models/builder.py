@@ -1,0 +1,252 @@
+r"""``build_model(model_cfg, norm_cfg, spec, depth)``: one :class:`DeepGNN` per (model, norm) pair.
+
+Per model (``depth`` blocks of width ``hidden``; block order in :mod:`lipgnn.models.blocks`):
+
+=======  ==========================================================================  ==========
+model    conv of layer l                                                              activation
+=======  ==========================================================================  ==========
+gcn      ``GCNConv(hidden, hidden)``  (Kipf & Welling)                                ReLU
+ggnn     ``GatedGraphConv(hidden, num_layers=1)``  (one GRU step per layer)           none
+gin      ``GINConv(MLP(hidden→hidden→hidden))``                                       ReLU
+gat      ``LipGATConv(hidden, c, heads, add_self_loops, dropout=attn_dropout)``       ELU
+gt       ``LipTransformerConv(hidden, c, heads, root_weight, dropout=attn_dropout)``  ELU
+gcnii    ``GCN2Conv(hidden, gcnii_alpha, gcnii_theta, layer=l+1)``, with x_0           ReLU
+=======  ==========================================================================  ==========
+
+``c = hidden // heads`` for ``head_aggregation=concat`` (width stays ``hidden``), ``c = hidden`` for
+``mean``. Following the authors' deep GAT/GT the activation is skipped on the last block (an output
+``Linear`` follows); GCNII follows its own paper: ``x_0 = ReLU(Linear(Dropout(x)))``, ReLU after every
+layer, ``Linear(Dropout(h))`` out.
+
+GAT/GT always use the Lip classes: with ``norm != lip`` they are built with ``lipschitz_norm=False``
+(then equal to PyG's ``GATConv``/``TransformerConv``), so checkpoints keep the same state-dict keys
+whichever norm they were trained with.
+
+``model.impl`` is resolved in one place, :func:`attention_conv_classes`: ``pyg`` → ``lipgnn.nn``;
+``fused`` → ``lipgnn.nn.fused`` (imported lazily), which must provide ``FusedLipGATConv`` and
+``FusedLipTransformerConv`` with the constructors of ``LipGATConv`` / ``LipTransformerConv``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from torch import nn
+from torch_geometric.nn import MLP, GatedGraphConv, GCN2Conv, GCNConv, GINConv
+from torch_geometric.nn.norm import LayerNorm, PairNorm
+
+from lipgnn.errors import ConfigError
+from lipgnn.models.blocks import EmbeddingSum, GNNBlock
+from lipgnn.models.deep import DeepGNN
+
+MODEL_NAMES: tuple[str, ...] = ("gcn", "ggnn", "gin", "gat", "gt", "gcnii")
+ATTENTION_MODELS: tuple[str, ...] = ("gat", "gt")
+NORM_NAMES: tuple[str, ...] = ("none", "pairnorm", "layernorm", "lip")
+IMPLS: tuple[str, ...] = ("pyg", "fused")
+LIP_VARIANTS: tuple[str, ...] = ("paper", "reference")
+LAYERNORM_MODES: tuple[str, ...] = ("graph", "node")
+HEAD_AGGREGATIONS: tuple[str, ...] = ("concat", "mean")
+
+# Names that lipgnn.nn.fused must export for model.impl=fused.
+FUSED_GAT_NAME = "FusedLipGATConv"
+FUSED_GT_NAME = "FusedLipTransformerConv"
+
+_ACTIVATIONS: dict[str, type[nn.Module] | None] = {
+    "gcn": nn.ReLU,
+    "ggnn": None,
+    "gin": nn.ReLU,
+    "gat": nn.ELU,
+    "gt": nn.ELU,
+    "gcnii": nn.ReLU,
+}
+
+
+def _opt(cfg: Any, key: str, default: Any) -> Any:
+    """``cfg.key`` or ``default``: works for DictConfig (struct or not), dataclasses and namespaces."""
+    if cfg is None:
+        return default
+    try:
+        value = getattr(cfg, key)
+    except AttributeError:  # omegaconf's ConfigAttributeError is an AttributeError
+        return default
+    return default if value is None else value
+
+
+def _choice(value: Any, allowed: tuple[str, ...], key: str) -> str:
+    value = str(value)
+    if value not in allowed:
+        raise ConfigError(f"{key}={value} is unknown; choose one of: {', '.join(allowed)}")
+    return value
+
+
+def attention_conv_classes(impl: str) -> tuple[type[nn.Module], type[nn.Module]]:
+    """(GAT class, GT class) for ``model.impl`` — the single switch point between implementations."""
+    if impl == "pyg":
+        from lipgnn.nn import LipGATConv, LipTransformerConv
+
+        return LipGATConv, LipTransformerConv
+    if impl == "fused":
+        try:
+            fused = importlib.import_module("lipgnn.nn.fused")
+            return getattr(fused, FUSED_GAT_NAME), getattr(fused, FUSED_GT_NAME)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(
+                f"model.impl=fused is not available yet (lipgnn.nn.fused: {exc}); use model.impl=pyg"
+            ) from None
+    raise ConfigError(f"model.impl={impl} is unknown; choose one of: {', '.join(IMPLS)}")
+
+
+def _spec_fields(spec: Any) -> tuple[str, int, tuple[int, ...], int, int | None]:
+    """(input, num_features, vocab_sizes, num_classes, edge_dim), validated, from a DataSpec-like."""
+    input_kind = str(getattr(spec, "input", "dense"))
+    num_features = int(getattr(spec, "num_features", 0) or 0)
+    vocab_sizes = tuple(int(v) for v in (getattr(spec, "vocab_sizes", ()) or ()))
+    num_classes = int(getattr(spec, "num_classes", 0) or 0)
+    edge_dim = getattr(spec, "edge_dim", None)
+    edge_dim = None if edge_dim is None else int(edge_dim)
+    if input_kind not in ("dense", "embedding"):
+        raise ConfigError(f"DataSpec.input={input_kind} is unknown; expected dense or embedding")
+    if input_kind == "dense" and num_features < 1:
+        raise ConfigError(f"DataSpec.num_features={num_features} for dense input; the loader must set it >= 1")
+    if input_kind == "embedding" and (not vocab_sizes or min(vocab_sizes) < 1):
+        raise ConfigError(f"DataSpec.vocab_sizes={vocab_sizes} for embedding input; give one size >= 1 per column")
+    if num_classes < 1:
+        raise ConfigError(f"DataSpec.num_classes={num_classes}; the loader must set it >= 1")
+    return input_kind, num_features, vocab_sizes, num_classes, edge_dim
+
+
+def build_model(model_cfg: Any, norm_cfg: Any, spec: Any, depth: int) -> DeepGNN:
+    """Build the deep GNN named by ``model_cfg.name`` with normalisation ``norm_cfg.name``.
+
+    Args:
+        model_cfg: ``conf/model/*.yaml`` (name, hidden, heads, head_aggregation, dropout, attn_dropout,
+            residual, impl, gcnii_alpha, gcnii_theta).
+        norm_cfg: ``conf/norm/*.yaml`` (name; scale, scale_individually; affine, mode; alpha, variant).
+        spec: the dataset's :class:`~lipgnn.data.spec.DataSpec` (duck-typed).
+        depth: number of message-passing layers (>= 1).
+
+    Raises:
+        ConfigError: unknown names, ``depth < 1``, ``hidden`` not divisible by ``heads`` with concat,
+            ``norm=lip`` on a model without attention, ``impl=fused`` unavailable or on a non-attention
+            model.
+    """
+    name = _opt(model_cfg, "name", None)
+    if name is None or str(name) not in MODEL_NAMES:
+        raise ConfigError(f"model.name={name} is unknown; choose one of: {', '.join(MODEL_NAMES)}")
+    name = str(name)
+    norm = _choice(_opt(norm_cfg, "name", "none"), NORM_NAMES, "norm.name")
+    if isinstance(depth, bool) or int(depth) != depth or int(depth) < 1:
+        raise ConfigError(f"depth={depth} is invalid; the number of message-passing layers must be an integer >= 1")
+    depth = int(depth)
+
+    hidden = int(_opt(model_cfg, "hidden", 0))
+    if hidden < 1:
+        raise ConfigError(f"model.hidden={hidden} is invalid; set a hidden width >= 1")
+    dropout = float(_opt(model_cfg, "dropout", 0.0))
+    attn_dropout = float(_opt(model_cfg, "attn_dropout", 0.0))
+    for key, p in (("model.dropout", dropout), ("model.attn_dropout", attn_dropout)):
+        if not 0.0 <= p < 1.0:
+            raise ConfigError(f"{key}={p} is invalid; a dropout probability must lie in [0, 1)")
+    residual = bool(_opt(model_cfg, "residual", False))
+    impl = _choice(_opt(model_cfg, "impl", "pyg"), IMPLS, "model.impl")
+
+    if norm == "lip" and name not in ATTENTION_MODELS:
+        raise ConfigError(
+            f"norm=lip needs an attention model ({', '.join(ATTENTION_MODELS)}); "
+            f"model={name} has no attention scores to normalize"
+        )
+    if impl == "fused" and name not in ATTENTION_MODELS:
+        raise ConfigError(
+            f"model.impl=fused exists only for attention models ({', '.join(ATTENTION_MODELS)}); "
+            f"use model.impl=pyg for model={name}"
+        )
+
+    input_kind, num_features, vocab_sizes, num_classes, edge_dim = _spec_fields(spec)
+
+    # Per-model conv factory: layer index -> (conv, how to call it).
+    if name in ATTENTION_MODELS:
+        heads = int(_opt(model_cfg, "heads", 1))
+        if heads < 1:
+            raise ConfigError(f"model.heads={heads} is invalid; use at least one attention head")
+        aggregation = _choice(_opt(model_cfg, "head_aggregation", "concat"), HEAD_AGGREGATIONS,
+                              "model.head_aggregation")
+        concat = aggregation == "concat"
+        if concat and hidden % heads != 0:
+            raise ConfigError(
+                f"model.hidden={hidden} is not divisible by model.heads={heads} (head_aggregation=concat "
+                f"splits hidden over heads); choose heads dividing hidden or head_aggregation=mean"
+            )
+        channels = hidden // heads if concat else hidden
+        lip_kwargs: dict[str, Any] = {"lipschitz_norm": norm == "lip"}
+        if norm == "lip":
+            lip_kwargs["alpha"] = float(_opt(norm_cfg, "alpha", 1.0))
+            lip_kwargs["variant"] = _choice(_opt(norm_cfg, "variant", "paper"), LIP_VARIANTS, "norm.variant")
+        gat_cls, gt_cls = attention_conv_classes(impl)
+
+        def make_conv(layer: int) -> tuple[nn.Module, str]:
+            if name == "gat":
+                conv = gat_cls(hidden, channels, heads=heads, concat=concat, dropout=attn_dropout,
+                               add_self_loops=True, edge_dim=edge_dim, **lip_kwargs)
+            else:
+                conv = gt_cls(hidden, channels, heads=heads, concat=concat, dropout=attn_dropout,
+                              edge_dim=edge_dim, root_weight=True, **lip_kwargs)
+            return conv, "attention"
+    elif name == "gcn":
+        def make_conv(layer: int) -> tuple[nn.Module, str]:
+            return GCNConv(hidden, hidden), "plain"
+    elif name == "ggnn":
+        def make_conv(layer: int) -> tuple[nn.Module, str]:
+            return GatedGraphConv(hidden, num_layers=1), "plain"
+    elif name == "gin":
+        def make_conv(layer: int) -> tuple[nn.Module, str]:
+            # norm=None: PyG's MLP defaults to BatchNorm, which GIN's TREES baseline does not use.
+            return GINConv(MLP([hidden, hidden, hidden], norm=None)), "plain"
+    else:  # gcnii
+        gcnii_alpha = float(_opt(model_cfg, "gcnii_alpha", 0.1))
+        gcnii_theta = float(_opt(model_cfg, "gcnii_theta", 0.5))
+
+        def make_conv(layer: int) -> tuple[nn.Module, str]:
+            return GCN2Conv(hidden, alpha=gcnii_alpha, theta=gcnii_theta, layer=layer + 1), "initial"
+
+    # Normalisation modules are built per layer (LayerNorm has per-layer affine parameters).
+    if norm == "pairnorm":
+        pn_scale = float(_opt(norm_cfg, "scale", 1.0))
+        pn_si = bool(_opt(norm_cfg, "scale_individually", False))
+    elif norm == "layernorm":
+        ln_affine = bool(_opt(norm_cfg, "affine", True))
+        ln_mode = _choice(_opt(norm_cfg, "mode", "graph"), LAYERNORM_MODES, "norm.mode")
+
+    act_cls = _ACTIVATIONS[name]
+    act_on_last = name == "gcnii"
+    blocks: list[GNNBlock] = []
+    for layer in range(depth):
+        conv, call = make_conv(layer)
+        is_last = layer == depth - 1
+        blocks.append(
+            GNNBlock(
+                conv,
+                call,
+                dropout=dropout,
+                layer_norm=LayerNorm(hidden, affine=ln_affine, mode=ln_mode) if norm == "layernorm" else None,
+                act=act_cls() if act_cls is not None and (act_on_last or not is_last) else None,
+                pair_norm=PairNorm(scale=pn_scale, scale_individually=pn_si) if norm == "pairnorm" else None,
+                residual=residual,
+            )
+        )
+
+    encoder: nn.Module = (
+        EmbeddingSum(vocab_sizes, hidden) if input_kind == "embedding" else nn.Linear(num_features, hidden)
+    )
+    gcnii = name == "gcnii"
+    return DeepGNN(
+        encoder,
+        blocks,
+        nn.Linear(hidden, num_classes),
+        input_activation=nn.ReLU() if gcnii else None,
+        input_dropout=dropout if gcnii else 0.0,
+        head_dropout=dropout if gcnii else 0.0,
+        uses_edge_attr=edge_dim is not None and name in ATTENTION_MODELS,
+        model_name=name,
+        norm_name=norm,
+    )

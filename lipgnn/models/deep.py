@@ -1,0 +1,109 @@
+r"""The deep GNN every experiment trains: encoder → ``depth`` message-passing blocks → linear head.
+
+.. math::
+    x_0 = \mathrm{Enc}(x), \qquad x_{l+1} = \mathrm{Block}_l(x_l, x_0), \qquad
+    \hat y = W_{\mathrm{out}}\, x_L + b_{\mathrm{out}}
+
+``Enc`` is ``Linear(num_features, hidden)`` for dense features or a sum of embeddings for token ids
+(TREES); each block follows the authors' order (see :mod:`lipgnn.models.blocks`). The attention blocks
+(GAT, GT) are eq. (4)/(5) of the paper, with the score normalised by eq. (17)/(19) when norm=lip.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+from lipgnn.models.blocks import GNNBlock
+
+
+class DeepGNN(nn.Module):
+    r"""Encoder → ``depth`` :class:`GNNBlock` s → ``Linear(hidden, num_classes)`` (node-level logits).
+
+    .. math::
+        \hat y = W_{\mathrm{out}}\,\mathrm{Dropout}_{q}\big(\mathrm{Block}_{L-1} \circ \dots \circ
+        \mathrm{Block}_0(\sigma_0(\mathrm{Enc}(\mathrm{Dropout}_{q_0}(x))))\big)
+
+    :math:`\sigma_0`, :math:`q_0` and :math:`q` are identity/zero except for GCNII, whose own
+    architecture is ``ReLU(Linear(Dropout(x)))`` in and ``Linear(Dropout(h))`` out.
+
+    Args:
+        encoder: input projection (``nn.Linear`` or :class:`~lipgnn.models.blocks.EmbeddingSum`).
+        blocks: the message-passing blocks, in depth order.
+        head: output ``nn.Linear``.
+        input_activation: optional activation on the encoder output (GCNII's :math:`x_0`).
+        input_dropout: dropout on dense input features before the encoder (GCNII).
+        head_dropout: dropout before the head (GCNII).
+        uses_edge_attr: the attention convs were built with ``edge_dim``; otherwise ``edge_attr`` is
+            dropped in :meth:`forward` (a dataset may carry edge features the model does not use).
+        checkpoint_activations: recompute each block in the backward pass instead of storing its
+            activations (``torch.utils.checkpoint``, non-reentrant; dropout masks are reproduced
+            because the RNG state is saved and restored). Settable after construction.
+        model_name / norm_name: recorded for ``repr`` and run records.
+    """
+
+    def __init__(
+        self,
+        encoder: nn.Module,
+        blocks: list[GNNBlock],
+        head: nn.Linear,
+        *,
+        input_activation: nn.Module | None = None,
+        input_dropout: float = 0.0,
+        head_dropout: float = 0.0,
+        uses_edge_attr: bool = False,
+        checkpoint_activations: bool = False,
+        model_name: str = "",
+        norm_name: str = "none",
+    ) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.input_activation = input_activation
+        self.blocks = nn.ModuleList(blocks)
+        self.head = head
+        self.input_dropout = float(input_dropout)
+        self.head_dropout = float(head_dropout)
+        self.uses_edge_attr = bool(uses_edge_attr)
+        self.checkpoint_activations = bool(checkpoint_activations)
+        self.model_name = model_name
+        self.norm_name = norm_name
+
+    @property
+    def depth(self) -> int:
+        return len(self.blocks)
+
+    def attention_layers(self) -> list[nn.Module]:
+        """The conv modules that compute attention scores (GAT/GT), in depth order; empty otherwise."""
+        return [block.conv for block in self.blocks if block.has_attention]
+
+    def encode(self, x: Tensor) -> Tensor:
+        """:math:`x_0`, the representation fed to the first block (and to every GCNII layer)."""
+        if self.input_dropout > 0 and x.is_floating_point():
+            x = F.dropout(x, p=self.input_dropout, training=self.training)
+        h = self.encoder(x)
+        if self.input_activation is not None:
+            h = self.input_activation(h)
+        return h
+
+    def forward(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor | None = None) -> Tensor:
+        if not self.uses_edge_attr:
+            edge_attr = None
+        h = x_0 = self.encode(x)
+        use_checkpoint = self.checkpoint_activations and self.training and torch.is_grad_enabled()
+        for block in self.blocks:
+            if use_checkpoint:
+                # Non-reentrant checkpointing supports inputs without grad (edge_index) and keyword
+                # None inputs; preserve_rng_state (default) replays the same dropout masks.
+                h = checkpoint(block, h, edge_index, edge_attr, x_0, use_reentrant=False)
+            else:
+                h = block(h, edge_index, edge_attr, x_0)
+        h = F.dropout(h, p=self.head_dropout, training=self.training)
+        return self.head(h)
+
+    def extra_repr(self) -> str:
+        return (
+            f"model={self.model_name}, norm={self.norm_name}, depth={self.depth}, "
+            f"checkpoint_activations={self.checkpoint_activations}"
+        )

@@ -1,0 +1,546 @@
+r"""CSR fast path for the attention layers (``model.impl=fused``).
+
+PyG's ``MessagePassing`` computes a GAT/GT layer edge by edge: it gathers ``x_j`` for every edge
+(``index_select``, an ``[E, H, C]`` tensor), multiplies it by the attention weight and scatters it
+back (``scatter_add_``); the backward pass repeats both gathers. On CPU those three ``E×C`` passes
+are about 60 % of a deep stack's time. Here every ``E×C`` operation is a sparse-matrix product
+instead, with the attention weights as the values of a CSR matrix whose rows are the target nodes:
+
+.. math::
+    \text{out}_{i,h} = \sum_{j \in \mathcal{N}(i)} a_{ij,h}\, x_{j,h}
+                     = (A_h X_h)_i \qquad \text{(SpMM, eq. (4) of the paper, per head)}
+
+with a hand-written backward (torch's own autograd for sparse values is very slow on CPU):
+
+.. math::
+    \frac{\partial L}{\partial X_h} = A_h^\top \frac{\partial L}{\partial \text{out}_h}, \qquad
+    \frac{\partial L}{\partial a_{ij,h}} = \Big\langle \frac{\partial L}{\partial \text{out}_{i,h}},
+    x_{j,h} \Big\rangle \quad \text{(SDDMM, ``torch.sparse.sampled_addmm``)}.
+
+Everything else is per node (``[N, H, C]``) or per edge and head (``[E, H]`` scalars): the scores
+``a_src[j] + a_dst[i]`` (GAT) or ``<q_i, k_j>`` (GT, itself an SDDMM), the LipschitzNorm
+denominators (eq. (17)/(19), computed by :mod:`lipgnn.nn.lipschitz`), the segment softmax over the
+CSR rows and the attention dropout.
+
+The graph is preprocessed once per ``edge_index`` (self-loops as ``GATConv`` adds them, edges sorted
+by target then source, the CSR row pointer and the permutation to the transposed CSR) into a
+:class:`CSRGraph`, cached by tensor identity so that the ``depth`` layers of a model and every
+training step share it.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch_geometric.utils import add_self_loops as pyg_add_self_loops
+from torch_geometric.utils import remove_self_loops, segment
+
+from lipgnn.nn.lip_gat_conv import LipGATConv
+from lipgnn.nn.lip_transformer_conv import LipTransformerConv
+from lipgnn.nn.lipschitz import gat_lipschitz_denominator, transformer_lipschitz_denominator
+
+__all__ = [
+    "CSRGraph",
+    "FusedLipGATConv",
+    "FusedLipTransformerConv",
+    "clear_csr_cache",
+    "csr_sddmm",
+    "csr_softmax",
+    "csr_spmm",
+    "get_csr_graph",
+]
+
+# torch warns once per process that CSR tensors are "beta"; consume that warning here so that it
+# never surfaces from inside a training step.
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    torch.sparse_csr_tensor(torch.zeros(2, dtype=torch.long), torch.zeros(0, dtype=torch.long),
+                            torch.zeros(0), (1, 1))
+
+
+# --------------------------------------------------------------------------------------------------
+# Graph preprocessing
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class CSRGraph:
+    r"""A graph in CSR form (rows = target nodes ``i``, columns = source nodes ``j``), built once.
+
+    Edge ``e`` (after sorting by ``(i, j)``) goes from ``col[e]`` to ``row[e]``; ``rowptr`` delimits
+    the incoming edges of every target. ``t_perm`` lists the edges sorted by source, so that
+    ``(t_ptr, t_col, values[t_perm])`` is the CSR of the transposed matrix used in the backward pass.
+    ``edge_index`` is ``[col; row]``, the sorted edges in PyG's layout. ``csr_*`` are int32 copies
+    of the CSR indices when they fit (MKL's sparse kernels take 32-bit indices; int64 ones would be
+    converted on every call). ``perm`` maps every sorted edge to its position in the edge list produced by PyG's
+    ``remove_self_loops`` + ``add_self_loops`` (or in the raw ``edge_index`` without self-loop
+    handling), so per-edge features can be brought into the same order.
+    """
+
+    num_src: int
+    num_dst: int
+    row: Tensor
+    col: Tensor
+    rowptr: Tensor
+    t_perm: Tensor
+    t_ptr: Tensor
+    t_col: Tensor
+    perm: Tensor
+    self_loops: bool
+    edge_index: Tensor
+    csr_ptr: Tensor
+    csr_col: Tensor
+    t_csr_ptr: Tensor
+    t_csr_col: Tensor
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.col.numel())
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.num_dst, self.num_src)
+
+    @classmethod
+    def from_edge_index(
+        cls, edge_index: Tensor, num_nodes: int, add_self_loops: bool = True, num_dst: int | None = None
+    ) -> CSRGraph:
+        """Preprocess ``edge_index`` (``[2, E]``, row 0 = source, row 1 = target).
+
+        With ``add_self_loops`` the self-loops are normalised exactly as ``GATConv`` does it
+        (existing ones removed, one per node added), so results match the reference layer.
+        """
+        if edge_index.dim() != 2 or edge_index.size(0) != 2:
+            raise ValueError(f"edge_index must have shape [2, E], got {tuple(edge_index.shape)}")
+        num_src = int(num_nodes)
+        num_dst = num_src if num_dst is None else int(num_dst)
+        edge_index = edge_index.long()
+        if add_self_loops:
+            if num_dst != num_src:
+                raise ValueError("self-loops need a square graph (num_dst == num_src)")
+            edge_index, _ = remove_self_loops(edge_index)
+            edge_index, _ = pyg_add_self_loops(edge_index, num_nodes=num_src)
+        src, dst = edge_index[0], edge_index[1]
+        # Sorting by (target, source) makes each CSR row's column indices ascending (better locality
+        # in the sparse products) and the order deterministic.
+        perm = torch.argsort(dst * max(num_src, 1) + src, stable=True)
+        row, col = dst[perm], src[perm]
+        rowptr = _ptr(row, num_dst)
+        t_perm = torch.argsort(col * max(num_dst, 1) + row, stable=True)
+        t_ptr = _ptr(col[t_perm], num_src)
+        t_col = row[t_perm]
+        idx = torch.int32 if max(num_src, num_dst, row.numel()) < 2**31 - 1 else torch.long
+        return cls(
+            num_src, num_dst, row, col, rowptr, t_perm, t_ptr, t_col, perm, add_self_loops,
+            torch.stack([col, row]), rowptr.to(idx), col.to(idx), t_ptr.to(idx), t_col.to(idx),
+        )
+
+    def edge_values(self, edge_attr: Tensor, edge_index: Tensor, fill_value: float | Tensor | str) -> Tensor:
+        """Per-edge features in this graph's edge order, with self-loop features filled like ``GATConv``."""
+        if self.self_loops:
+            ei, ea = remove_self_loops(edge_index, edge_attr)
+            _, ea = pyg_add_self_loops(ei, ea, fill_value=fill_value, num_nodes=self.num_src)
+        else:
+            ea = edge_attr
+        return ea.index_select(0, self.perm)
+
+
+def _ptr(sorted_index: Tensor, size: int) -> Tensor:
+    counts = torch.bincount(sorted_index, minlength=size)
+    ptr = torch.zeros(size + 1, dtype=torch.long, device=sorted_index.device)
+    torch.cumsum(counts, 0, out=ptr[1:])
+    return ptr
+
+
+_CACHE_SIZE = 8
+# key -> (weak reference to the edge_index tensor, its version counter, graph)
+_CACHE: OrderedDict[tuple, tuple[weakref.ref, int, CSRGraph]] = OrderedDict()
+
+
+def get_csr_graph(edge_index: Tensor, num_nodes: int, add_self_loops: bool = True) -> CSRGraph:
+    """The :class:`CSRGraph` of ``edge_index``, computed once and reused while the tensor lives.
+
+    The cache is keyed by the tensor's identity and validated by a weak reference to it and by its
+    in-place version counter: a freed tensor whose address is reused, or an ``edge_index`` modified
+    in place, is never served a stale graph.
+    """
+    key = (id(edge_index), int(num_nodes), bool(add_self_loops), edge_index.device)
+    hit = _CACHE.get(key)
+    if hit is not None:
+        ref, version, graph = hit
+        if ref() is edge_index and edge_index._version == version:
+            _CACHE.move_to_end(key)
+            return graph
+        del _CACHE[key]
+    graph = CSRGraph.from_edge_index(edge_index, num_nodes, add_self_loops)
+    try:
+        ref = weakref.ref(edge_index)
+    except TypeError:  # pragma: no cover - tensors are weak-referenceable; be safe anyway
+        return graph
+    _CACHE[key] = (ref, edge_index._version, graph)
+    while len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return graph
+
+
+def clear_csr_cache() -> None:
+    """Forget every cached :class:`CSRGraph` (frees their index tensors)."""
+    _CACHE.clear()
+
+
+# --------------------------------------------------------------------------------------------------
+# Sparse kernels with hand-written backward passes
+# --------------------------------------------------------------------------------------------------
+
+
+def _csr(ptr: Tensor, col: Tensor, values: Tensor, shape: tuple[int, int]) -> Tensor:
+    return torch.sparse_csr_tensor(ptr, col, values, shape, check_invariants=False)
+
+
+def _heads_first(values: Tensor) -> Tensor:
+    """``[E, H]`` → contiguous ``[H, E]`` so every head's values are one contiguous CSR value array."""
+    return values.t().contiguous()
+
+
+def _spmm(ptr: Tensor, col: Tensor, values: Tensor, x: Tensor, shape: tuple[int, int]) -> Tensor:
+    """``out[:, h] = CSR(ptr, col, values[:, h]) @ x[:, h]`` for ``values [E, H]``, ``x [M, H, C]``."""
+    heads = values.size(1)
+    if heads == 1:
+        return (_csr(ptr, col, values.reshape(-1), shape) @ x[:, 0]).unsqueeze(1)
+    vals = _heads_first(values)
+    out = x.new_empty(shape[0], heads, x.size(2))
+    for h in range(heads):
+        out[:, h] = _csr(ptr, col, vals[h], shape) @ x[:, h]
+    return out
+
+
+def _sddmm(graph: CSRGraph, a: Tensor, b: Tensor) -> Tensor:
+    """``out[e, h] = <a[row_e, h], b[col_e, h]>`` for ``a [N_dst, H, C]``, ``b [N_src, H, C]``."""
+    heads = a.size(1)
+    # beta=0: the pattern's values are ignored, but give zeros so no NaN can leak through.
+    pattern = _csr(graph.csr_ptr, graph.csr_col, a.new_zeros(graph.num_edges), graph.shape)
+    outs = [
+        torch.sparse.sampled_addmm(pattern, a[:, h], b[:, h].t(), beta=0.0).values() for h in range(heads)
+    ]
+    return outs[0].unsqueeze(1) if heads == 1 else torch.stack(outs, dim=1)
+
+
+class _CSRSpMM(torch.autograd.Function):
+    """``out = A X`` per head with ``A`` the CSR matrix of ``values``; backward via ``Aᵀ`` and SDDMM."""
+
+    @staticmethod
+    def forward(ctx, values: Tensor, x: Tensor, graph: CSRGraph) -> Tensor:  # type: ignore[override]
+        ctx.graph = graph
+        ctx.save_for_backward(values, x)
+        return _spmm(graph.csr_ptr, graph.csr_col, values, x, graph.shape)
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor) -> tuple[Tensor | None, Tensor | None, None]:  # type: ignore[override]
+        values, x = ctx.saved_tensors
+        graph: CSRGraph = ctx.graph
+        grad_out = grad_out.contiguous()
+        grad_values = grad_x = None
+        if ctx.needs_input_grad[0]:
+            grad_values = _sddmm(graph, grad_out, x)
+        if ctx.needs_input_grad[1]:
+            grad_x = _spmm(graph.t_csr_ptr, graph.t_csr_col, values.index_select(0, graph.t_perm), grad_out,
+                           (graph.num_src, graph.num_dst))
+        return grad_values, grad_x, None
+
+
+class _CSRSDDMM(torch.autograd.Function):
+    """``s[e] = <a[row_e], b[col_e]>`` per head; backward is two SpMMs with the incoming gradient."""
+
+    @staticmethod
+    def forward(ctx, a: Tensor, b: Tensor, graph: CSRGraph) -> Tensor:  # type: ignore[override]
+        ctx.graph = graph
+        ctx.save_for_backward(a, b)
+        return _sddmm(graph, a, b)
+
+    @staticmethod
+    def backward(ctx, grad_s: Tensor) -> tuple[Tensor | None, Tensor | None, None]:  # type: ignore[override]
+        a, b = ctx.saved_tensors
+        graph: CSRGraph = ctx.graph
+        grad_a = grad_b = None
+        if ctx.needs_input_grad[0]:
+            grad_a = _spmm(graph.csr_ptr, graph.csr_col, grad_s, b, graph.shape)
+        if ctx.needs_input_grad[1]:
+            grad_b = _spmm(graph.t_csr_ptr, graph.t_csr_col, grad_s.index_select(0, graph.t_perm), a,
+                           (graph.num_src, graph.num_dst))
+        return grad_a, grad_b, None
+
+
+class _CSRSoftmax(torch.autograd.Function):
+    """Softmax of ``[E, H]`` scores over each target's incoming edges (the CSR rows)."""
+
+    @staticmethod
+    def forward(ctx, scores: Tensor, graph: CSRGraph) -> Tensor:  # type: ignore[override]
+        # Same operations and the same 1e-16 guard as torch_geometric.utils.softmax, so the
+        # reference and fused paths agree to rounding.
+        row = graph.row
+        smax = segment(scores, graph.rowptr, reduce="max")
+        p = (scores - smax.index_select(0, row)).exp()
+        denom = segment(p, graph.rowptr, reduce="sum") + 1e-16
+        p = p / denom.index_select(0, row)
+        ctx.graph = graph
+        ctx.save_for_backward(p)
+        return p
+
+    @staticmethod
+    def backward(ctx, grad_p: Tensor) -> tuple[Tensor, None]:  # type: ignore[override]
+        (p,) = ctx.saved_tensors
+        graph: CSRGraph = ctx.graph
+        pg = p * grad_p
+        # d softmax: p ⊙ (g − Σ_row p g)
+        row_dot = segment(pg, graph.rowptr, reduce="sum")
+        return pg - p * row_dot.index_select(0, graph.row), None
+
+
+def csr_spmm(values: Tensor, x: Tensor, graph: CSRGraph) -> Tensor:
+    r"""Weighted neighbourhood sum :math:`\text{out}_{i,h} = \sum_e a_{e,h} x_{col_e,h}` over the rows.
+
+    Args:
+        values: ``[E, H]`` edge weights in ``graph``'s edge order (or ``[E]`` for one head).
+        x: ``[N_src, H, C]`` (or ``[N_src, C]`` with 1-D ``values``).
+    Returns:
+        ``[N_dst, H, C]`` (or ``[N_dst, C]``).
+    """
+    if values.dim() == 1:
+        return _CSRSpMM.apply(values.unsqueeze(1), x.unsqueeze(1), graph).squeeze(1)
+    return _CSRSpMM.apply(values, x, graph)
+
+
+def csr_sddmm(a: Tensor, b: Tensor, graph: CSRGraph) -> Tensor:
+    r"""Per-edge dot products :math:`s_{e,h} = \langle a_{row_e,h}, b_{col_e,h} \rangle` → ``[E, H]``."""
+    return _CSRSDDMM.apply(a, b, graph)
+
+
+def csr_softmax(scores: Tensor, graph: CSRGraph) -> Tensor:
+    """Softmax of ``[E, H]`` scores over every target's incoming edges (eq. (3) per CSR row)."""
+    return _CSRSoftmax.apply(scores, graph)
+
+
+# --------------------------------------------------------------------------------------------------
+# Fused layer forwards (shared by the Lip subclasses below)
+# --------------------------------------------------------------------------------------------------
+
+
+def _finish_heads(out: Tensor, concat: bool) -> Tensor:
+    return out.reshape(out.size(0), -1) if concat else out.mean(dim=1)
+
+
+def _fallback_reason(x: object, edge_index: object, size: object, return_attention_weights: object) -> str | None:
+    """Why an input cannot take the CSR path (``None`` if it can); those calls use the reference path."""
+    if not isinstance(x, Tensor):
+        return "bipartite (x_src, x_dst) input"
+    if isinstance(edge_index, CSRGraph):
+        return None
+    if not isinstance(edge_index, Tensor) or edge_index.layout != torch.strided:
+        return "sparse adjacency input"
+    if size is not None:
+        return "explicit size"
+    if return_attention_weights is not None:
+        return "return_attention_weights"
+    return None
+
+
+def _resolve_graph(edge_index: Tensor | CSRGraph, num_nodes: int, self_loops: bool) -> CSRGraph:
+    if isinstance(edge_index, CSRGraph):
+        if edge_index.num_src != num_nodes or edge_index.self_loops != self_loops:
+            raise ValueError(
+                f"CSRGraph was built for {edge_index.num_src} nodes with self_loops={edge_index.self_loops}, "
+                f"the layer needs {num_nodes} nodes with self_loops={self_loops}"
+            )
+        return edge_index
+    return get_csr_graph(edge_index, num_nodes, self_loops)
+
+
+class FusedLipGATConv(LipGATConv):
+    r""":class:`~lipgnn.nn.LipGATConv` computed on a cached CSR graph (``model.impl=fused``).
+
+    Same constructor, parameters, ``state_dict`` and results as the reference layer (equal within
+    float rounding, tested to 1e-5 for values and gradients), i.e. GAT's
+
+    .. math::
+        x_i' = \Big\Vert_{h} \sum_{j \in \mathcal{N}(i) \cup \{i\}} a_{ij,h}\, \mathbf{W}_h x_j,
+        \qquad a_{ij,h} = \mathrm{softmax}_j\big(\mathrm{LeakyReLU}(\alpha\, e_{ij,h} / c_{ij,h})\big),
+
+    with :math:`e_{ij,h} = \mathbf{a}_{src,h}^\top \mathbf{W}_h x_j + \mathbf{a}_{dst,h}^\top
+    \mathbf{W}_h x_i` and :math:`c` LipschitzNorm's denominator (eq. 17, from
+    :func:`~lipgnn.nn.lipschitz.gat_lipschitz_denominator`; :math:`c = \alpha = 1` without it). The
+    scores are gathered per edge from per-node terms, the softmax runs over CSR rows
+    (:func:`csr_softmax`) and the weighted sum is one SpMM per head (:func:`csr_spmm`), so no
+    ``[E, H, C]`` tensor is formed unless edge features are used.
+
+    ``edge_index`` may also be a prebuilt :class:`CSRGraph` (``add_self_loops`` must match).
+    Inputs the CSR path does not cover (bipartite ``(x_src, x_dst)``, sparse adjacency, explicit
+    ``size``, ``return_attention_weights``) run the reference :class:`LipGATConv` forward.
+    """
+
+    def forward(  # type: ignore[override]
+        self,
+        x: Tensor | tuple[Tensor, Tensor | None],
+        edge_index: Tensor | CSRGraph,
+        edge_attr: Tensor | None = None,
+        size: tuple[int, int] | None = None,
+        return_attention_weights: bool | None = None,
+    ):
+        if _fallback_reason(x, edge_index, size, return_attention_weights) is not None:
+            if isinstance(edge_index, CSRGraph):
+                raise ValueError("a CSRGraph edge_index only works with a single node-feature tensor x")
+            return super().forward(x, edge_index, edge_attr, size, return_attention_weights)
+        assert isinstance(x, Tensor)
+        H, C = self.heads, self.out_channels
+        graph = _resolve_graph(edge_index, x.size(0), self.add_self_loops)
+        res = self.res(x) if self.res is not None else None
+        if self.lin is not None:
+            x_src = x_dst = self.lin(x).view(-1, H, C)
+        else:
+            x_src = self.lin_src(x).view(-1, H, C)
+            x_dst = self.lin_dst(x).view(-1, H, C)
+
+        if graph.num_edges == 0:
+            out = x_src.new_zeros(graph.num_dst, H, C)
+        else:
+            if x_dst is x_src:
+                # Both per-node score terms with one product against the stacked attention vectors.
+                att = torch.stack([self.att_src[0], self.att_dst[0]], dim=-1)  # [H, C, 2]
+                both = torch.einsum("nhc,hck->nhk", x_src, att)
+                a_src, a_dst = both[..., 0], both[..., 1]
+            else:
+                a_src = (x_src * self.att_src).sum(-1)
+                a_dst = (x_dst * self.att_dst).sum(-1)
+            score = a_src.index_select(0, graph.col) + a_dst.index_select(0, graph.row)  # [E, H]
+            edge_proj = None
+            if edge_attr is not None and self.lin_edge is not None:
+                if isinstance(edge_index, CSRGraph):
+                    raise ValueError("edge_attr needs the edge_index tensor, not a CSRGraph")
+                ea = graph.edge_values(edge_attr, edge_index, self.fill_value)
+                if ea.dim() == 1:
+                    ea = ea.view(-1, 1)
+                edge_proj = self.lin_edge(ea).view(-1, H, C)
+                score = score + (edge_proj * self.att_edge).sum(-1)
+            if self.lipschitz_norm:
+                denom = gat_lipschitz_denominator(
+                    x_src, x_dst, self.att_src, self.att_dst, graph.edge_index, graph.num_dst,
+                    edge_proj=edge_proj, att_edge=self.att_edge, variant=self.variant,
+                )
+                score = self.alpha * score / denom
+            score = F.leaky_relu(score, self.negative_slope)
+            alpha = csr_softmax(score, graph)
+            alpha = F.dropout(alpha, p=self.dropout, training=self.training)
+            out = csr_spmm(alpha, x_src, graph)
+
+        out = _finish_heads(out, self.concat)
+        if res is not None:
+            out = out + res
+        if self.bias is not None:
+            out = out + self.bias
+        return out
+
+
+class FusedLipTransformerConv(LipTransformerConv):
+    r""":class:`~lipgnn.nn.LipTransformerConv` computed on a cached CSR graph (``model.impl=fused``).
+
+    Same constructor, parameters, ``state_dict`` and results as the reference layer (equal within
+    float rounding, tested to 1e-5 for values and gradients): per head,
+
+    .. math::
+        x_i' = \mathbf{W}_1 x_i + \sum_{j \in \mathcal{N}(i)} a_{ij}\, v_j,\qquad
+        a_{ij} = \mathrm{softmax}_j\big(q_i^\top k_j / c_{ij}\big),
+
+    with :math:`c = \sqrt{d}` without LipschitzNorm and eq. (19)'s
+    :math:`\max\{u v, u w, v w\}/\alpha` with it (times :math:`\sqrt{d}` for
+    ``variant="reference"``), from :func:`~lipgnn.nn.lipschitz.transformer_lipschitz_denominator`.
+    The dot products :math:`q_i^\top k_j` are one SDDMM per head (:func:`csr_sddmm`), the weighted
+    sum one SpMM (:func:`csr_spmm`); eq. (19) only needs the norms :math:`\|q_i\|, \|k_j\|,
+    \|v_j\|`, so they are computed per node and gathered per edge as scalars. Edge features
+    (``edge_dim``) are supported with per-edge tensors for their terms. Inputs the CSR path does not
+    cover (bipartite input, sparse adjacency, ``return_attention_weights``, ``edge_attr`` without
+    ``edge_dim``) run the reference :class:`LipTransformerConv` forward.
+    """
+
+    def forward(  # type: ignore[override]
+        self,
+        x: Tensor | tuple[Tensor, Tensor],
+        edge_index: Tensor | CSRGraph,
+        edge_attr: Tensor | None = None,
+        return_attention_weights: bool | None = None,
+    ):
+        reason = _fallback_reason(x, edge_index, None, return_attention_weights)
+        if reason is None and edge_attr is not None and self.lin_edge is None:
+            reason = "edge_attr without edge_dim"
+        if reason is not None:
+            if isinstance(edge_index, CSRGraph):
+                raise ValueError(f"a CSRGraph edge_index cannot be used with {reason}")
+            return super().forward(x, edge_index, edge_attr, return_attention_weights)
+        assert isinstance(x, Tensor)
+        H, C = self.heads, self.out_channels
+        graph = _resolve_graph(edge_index, x.size(0), False)
+        query = self.lin_query(x).view(-1, H, C)
+        key = self.lin_key(x).view(-1, H, C)
+        value = self.lin_value(x).view(-1, H, C)
+
+        if graph.num_edges == 0:
+            out = value.new_zeros(graph.num_dst, H, C)
+        else:
+            dot = csr_sddmm(query, key, graph)  # [E, H]
+            edge_proj = None
+            if edge_attr is not None:
+                if isinstance(edge_index, CSRGraph):
+                    raise ValueError("edge_attr needs the edge_index tensor, not a CSRGraph")
+                edge_proj = self.lin_edge(graph.edge_values(edge_attr, edge_index, 0.0)).view(-1, H, C)
+                q_e = query.index_select(0, graph.row)
+                dot = dot + (q_e * edge_proj).sum(-1)
+            if not self.lipschitz_norm:
+                score = dot / math.sqrt(C)
+            else:
+                score = self.alpha * dot / self._lip_denominator(query, key, value, edge_proj, graph)
+                if self.variant == "reference":
+                    score = score / math.sqrt(C)
+            alpha = csr_softmax(score, graph)
+            alpha = F.dropout(alpha, p=self.dropout, training=self.training)
+            out = csr_spmm(alpha, value, graph)
+            if edge_proj is not None:
+                # TransformerConv adds the edge embedding to the values: Σ_j a_ij e_ij per target.
+                out = out + segment(alpha.unsqueeze(-1) * edge_proj, graph.rowptr, reduce="sum")
+
+        out = _finish_heads(out, self.concat)
+        if self.root_weight:
+            x_r = self.lin_skip(x)
+            if self.lin_beta is not None:
+                beta = self.lin_beta(torch.cat([out, x_r, out - x_r], dim=-1)).sigmoid()
+                out = beta * x_r + (1 - beta) * out
+            else:
+                out = out + x_r
+        return out
+
+    def _lip_denominator(
+        self, query: Tensor, key: Tensor, value: Tensor, edge_proj: Tensor | None, graph: CSRGraph
+    ) -> Tensor:
+        # Eq. (19) depends on queries, keys and values only through their norms, so the shared
+        # function is given per-edge 1-vectors holding those norms: its safe_norm of a 1-vector n is
+        # sqrt(n² + eps²), the same value it computes from the full vectors. vector_norm's gradient
+        # at 0 is 0, as the shared safe_norm's is, so gradients agree too.
+        row, col = graph.row, graph.col
+        q_n = torch.linalg.vector_norm(query, dim=-1).index_select(0, row)
+        if edge_proj is None:
+            k_n = torch.linalg.vector_norm(key, dim=-1).index_select(0, col)
+            v_n = torch.linalg.vector_norm(value, dim=-1).index_select(0, col)
+        else:
+            k_n = torch.linalg.vector_norm(key.index_select(0, col) + edge_proj, dim=-1)
+            v_raw = value.index_select(0, col)
+            v_n = torch.linalg.vector_norm(v_raw + edge_proj, dim=-1)
+            if self.variant == "reference":
+                # The reference variant takes w_i from the values without the edge embedding.
+                v_n = torch.linalg.vector_norm(v_raw, dim=-1)
+        return transformer_lipschitz_denominator(
+            q_n.unsqueeze(-1), k_n.unsqueeze(-1), v_n.unsqueeze(-1), row, graph.num_dst, variant=self.variant
+        )

@@ -1,0 +1,67 @@
+"""Remote loggers: ``none`` (nothing leaves the machine) and ``wandb`` (W&B's own API, offline by default)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Protocol
+
+from omegaconf import DictConfig, OmegaConf
+
+
+class RunLogger(Protocol):
+    def log_epoch(self, metrics: dict[str, Any], step: int) -> None: ...
+
+    def finish(self, summary: dict[str, Any], status: str) -> None: ...
+
+
+class NullLogger:
+    """``logger=none``: the JSON run record is the only output."""
+
+    def log_epoch(self, metrics: dict[str, Any], step: int) -> None:
+        pass
+
+    def finish(self, summary: dict[str, Any], status: str) -> None:
+        pass
+
+
+class WandbLogger:
+    """``logger=wandb``: one W&B run per lipgnn run, metrics per epoch, the record's best/last as summary.
+
+    Offline unless ``logger.mode=online`` or ``WANDB_MODE`` says otherwise, because online mode without a
+    network retries for minutes instead of failing.
+    """
+
+    def __init__(self, cfg: DictConfig, run_id: str) -> None:
+        import wandb  # lazy: wandb's import is slow and only needed here
+
+        log_cfg = cfg.logger
+        mode = os.environ.get("WANDB_MODE") or log_cfg.mode
+        save_dir = os.path.join(str(log_cfg.dir))
+        os.makedirs(save_dir, exist_ok=True)
+        tags = [cfg.model.name, cfg.norm.name, cfg.dataset.name, f"depth={cfg.depth}", *list(log_cfg.tags)]
+        self._run = wandb.init(
+            project=log_cfg.project,
+            entity=log_cfg.entity,
+            group=str(log_cfg.group),
+            tags=tags,
+            name=run_id,
+            id=run_id,
+            config=OmegaConf.to_container(cfg, resolve=True),
+            dir=save_dir,
+            mode=mode,
+            resume="allow",
+            settings=wandb.Settings(silent=True, console="off"),
+        )
+
+    def log_epoch(self, metrics: dict[str, Any], step: int) -> None:
+        self._run.log(metrics, step=step)
+
+    def finish(self, summary: dict[str, Any], status: str) -> None:
+        self._run.summary.update({**summary, "status": status})
+        self._run.finish(exit_code=0)
+
+
+def make_logger(cfg: DictConfig, run_id: str) -> RunLogger:
+    if cfg.logger.name == "wandb":
+        return WandbLogger(cfg, run_id)
+    return NullLogger()

@@ -1,0 +1,225 @@
+"""One training loop for every experiment (OGB-example style: read it top to bottom).
+
+Full batch where the graph fits (one optimiser step per epoch), mini-batches for TREES and ogbn-proteins —
+the :class:`~lipgnn.data.TaskData` decides by what its ``train_batches`` yields. Each evaluated epoch
+records loss and train/val/test metric; the epoch of best validation metric and the last epoch are both
+kept, so tables can report either protocol (``train.selection``). A non-finite loss or prediction ends
+the run as ``diverged`` with its best-so-far metrics: gradient explosion is what the paper studies, so
+it is an outcome, not a crash.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from lipgnn.train import faults
+from lipgnn.train.checkpoint import load_checkpoint, restore_rng_state, rng_state, save_checkpoint
+from lipgnn.train.loggers import NullLogger, RunLogger
+from lipgnn.train.metrics import is_finite, loss_fn
+
+SPLITS = ("train", "val", "test")
+
+
+@dataclass
+class FitResult:
+    status: str  # "completed" | "diverged"
+    history: dict[str, list[Any]]
+    best: dict[str, Any]
+    last: dict[str, Any]
+    epochs_run: int
+    error: str | None = None
+    resumed_from: int | None = None
+
+
+@dataclass
+class _State:
+    epoch: int = 0
+    history: dict[str, list[Any]] = field(default_factory=dict)
+    best: dict[str, Any] = field(default_factory=dict)
+    stale: int = 0
+
+
+def _empty_point() -> dict[str, Any]:
+    return {"epoch": None, "loss": None, "train": None, "val": None, "test": None}
+
+
+class Trainer:
+    def __init__(
+        self,
+        cfg: DictConfig,
+        *,
+        device: torch.device,
+        seed: int,
+        logger: RunLogger | None = None,
+        grad_norms: bool = False,
+        progress: bool = True,
+        checkpoint_path: Path | None = None,
+        desc: str = "",
+    ) -> None:
+        self.cfg = cfg
+        self.device = device
+        self.seed = seed
+        self.logger = logger or NullLogger()
+        self.grad_norms = grad_norms
+        self.progress = progress
+        self.checkpoint_path = checkpoint_path
+        self.desc = desc
+
+    # ------------------------------------------------------------------ the loop
+    def fit(self, model: torch.nn.Module, task: Any) -> FitResult:
+        cfg = self.cfg
+        optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        scheduler = None
+        if cfg.scheduler == "plateau":
+            scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
+                optimizer, mode=cfg.plateau_mode, factor=cfg.plateau_factor, patience=cfg.plateau_patience)
+        # Mini-batch order comes from its own generator, so it is reproducible and checkpointable.
+        shuffle = torch.Generator().manual_seed(self.seed)
+        state = _State(history={k: [] for k in ("epoch", "loss", "val_loss", "lr", *SPLITS)}, best=_empty_point())
+        if self.grad_norms:
+            state.history["grad_norms"] = []
+        resumed_from = self._maybe_resume(model, optimizer, scheduler, shuffle, state)
+
+        status, error = "completed", None
+        bar = tqdm(range(state.epoch + 1, cfg.epochs + 1), desc=self.desc, disable=not self.progress,
+                   leave=False, dynamic_ncols=True)
+        for epoch in bar:
+            loss, norms = self._train_epoch(model, task, optimizer, shuffle)
+            loss = faults.maybe_nan(self.desc, epoch, loss)
+            if not math.isfinite(loss):
+                status, error = "diverged", f"non-finite training loss ({loss}) at epoch {epoch}"
+                break
+            if epoch % cfg.eval_every == 0 or epoch == cfg.epochs:
+                scores, val_loss = self._evaluate(model, task)
+                if not all(math.isfinite(v) for v in (*scores.values(), val_loss)):
+                    status, error = "diverged", f"non-finite predictions at epoch {epoch}"
+                    break
+                self._append(state, epoch, loss, val_loss, scores, optimizer, norms)
+                improved = state.best["val"] is None or scores["val"] > state.best["val"]
+                if improved:
+                    state.best = {"epoch": epoch, "loss": loss, **scores}
+                    state.stale = 0
+                else:
+                    state.stale += 1
+                if scheduler is not None:
+                    scheduler.step(val_loss if cfg.plateau_mode == "min" else scores["train"])
+                self.logger.log_epoch({"loss": loss, "val_loss": val_loss, **scores}, step=epoch)
+                bar.set_postfix(loss=f"{loss:.3f}", val=f"{scores['val']:.3f}", refresh=False)
+            state.epoch = epoch
+            if cfg.checkpoint_every and self.checkpoint_path and epoch % cfg.checkpoint_every == 0:
+                self._save(model, optimizer, scheduler, shuffle, state)
+            faults.maybe_kill(self.desc, epoch)
+            if cfg.early_stopping and state.stale >= cfg.early_stopping:
+                break
+        bar.close()
+
+        history = state.history
+        last = _empty_point()
+        if history["epoch"]:
+            last = {"epoch": history["epoch"][-1], "loss": history["loss"][-1],
+                    **{s: history[s][-1] for s in SPLITS}}
+        return FitResult(status=status, history=history, best=state.best, last=last,
+                         epochs_run=state.epoch + (1 if status == "diverged" else 0),
+                         error=error, resumed_from=resumed_from)
+
+    # ------------------------------------------------------------------ steps
+    def _forward(self, model: torch.nn.Module, batch: Any) -> Tensor:
+        return model(batch.x, batch.edge_index, getattr(batch, "edge_attr", None))
+
+    def _train_epoch(self, model: torch.nn.Module, task: Any, optimizer: torch.optim.Optimizer,
+                     shuffle: torch.Generator) -> tuple[float, list[float] | None]:
+        model.train()
+        total, count, norms = 0.0, 0, None
+        for batch in task.train_batches(shuffle):
+            batch = batch.to(self.device)
+            mask = batch.train_mask
+            if int(mask.sum()) == 0:
+                continue
+            optimizer.zero_grad(set_to_none=True)
+            loss = loss_fn(self._forward(model, batch)[mask], batch.y[mask], task.spec.multilabel)
+            if not is_finite(loss):
+                return float(loss.detach()), None
+            loss.backward()
+            if self.grad_norms:
+                from lipgnn.models import attention_grad_norms
+
+                norms = attention_grad_norms(model)
+            if self.cfg.grad_clip:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), self.cfg.grad_clip)
+            optimizer.step()
+            n = int(mask.sum())
+            total += float(loss.detach()) * n
+            count += n
+        return (total / max(count, 1)), norms
+
+    @torch.no_grad()
+    def _evaluate(self, model: torch.nn.Module, task: Any) -> tuple[dict[str, float], float]:
+        model.eval()
+        logits: dict[str, list[Tensor]] = {s: [] for s in SPLITS}
+        targets: dict[str, list[Tensor]] = {s: [] for s in SPLITS}
+        for batch in task.eval_batches():
+            batch = batch.to(self.device)
+            out = self._forward(model, batch)
+            for split in SPLITS:
+                mask = getattr(batch, f"{split}_mask")
+                logits[split].append(out[mask].float().cpu())
+                targets[split].append(batch.y[mask].cpu())
+        scores: dict[str, float] = {}
+        val_loss = float("nan")
+        for split in SPLITS:
+            out, y = torch.cat(logits[split]), torch.cat(targets[split])
+            if not is_finite(out):
+                return {**{s: float("nan") for s in SPLITS}}, float("nan")
+            scores[split] = task.score(out, y)
+            if split == "val" and len(y):
+                val_loss = float(loss_fn(out, y, task.spec.multilabel))
+        return scores, val_loss
+
+    @staticmethod
+    def _append(state: _State, epoch: int, loss: float, val_loss: float, scores: dict[str, float],
+                optimizer: torch.optim.Optimizer, norms: list[float] | None) -> None:
+        h = state.history
+        h["epoch"].append(epoch)
+        h["loss"].append(loss)
+        h["val_loss"].append(val_loss)
+        h["lr"].append(optimizer.param_groups[0]["lr"])
+        for split in SPLITS:
+            h[split].append(scores[split])
+        if "grad_norms" in h:
+            h["grad_norms"].append(norms)
+
+    # ------------------------------------------------------------------ checkpoints
+    def _save(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
+              shuffle: torch.Generator, state: _State) -> None:
+        assert self.checkpoint_path is not None
+        save_checkpoint(self.checkpoint_path, {
+            "epoch": state.epoch, "history": state.history, "best": state.best, "stale": state.stale,
+            "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict() if scheduler is not None else None,
+            "rng": rng_state(shuffle), "saved_at": time.time(),
+        })
+
+    def _maybe_resume(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
+                      shuffle: torch.Generator, state: _State) -> int | None:
+        if not self.checkpoint_path:
+            return None
+        payload = load_checkpoint(self.checkpoint_path, self.device)
+        if payload is None:
+            return None
+        model.load_state_dict(payload["model"])
+        optimizer.load_state_dict(payload["optimizer"])
+        if scheduler is not None and payload["scheduler"] is not None:
+            scheduler.load_state_dict(payload["scheduler"])
+        restore_rng_state(payload["rng"], shuffle)
+        state.epoch, state.history, state.best, state.stale = (
+            payload["epoch"], payload["history"], payload["best"], payload["stale"])
+        return int(payload["epoch"])

@@ -1,0 +1,316 @@
+"""The CSR fast path (lipgnn.nn.fused) against the reference layers it must equal.
+
+Every fused layer is checked against the reference ``LipGATConv`` / ``LipTransformerConv`` with the
+same weights (loaded from the reference's state dict): outputs and the gradients w.r.t. ``x`` and
+every parameter agree within 1e-5 in float32, for 1/2/4 heads, concat and mean, without
+LipschitzNorm and with both of its variants, on random graphs with isolated nodes, duplicate edges
+and explicit self-loops. With ``lipschitz_norm=False`` the fused layers also equal PyG's stock
+``GATConv`` / ``TransformerConv``. The sparse kernels' hand-written backward passes are checked with
+``torch.autograd.gradcheck`` in float64.
+"""
+
+from __future__ import annotations
+
+import itertools
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch import nn
+from torch_geometric.nn import GATConv, TransformerConv
+from torch_geometric.utils import softmax as pyg_softmax
+
+from lipgnn.nn import LipGATConv, LipTransformerConv
+from lipgnn.nn.fused import (
+    CSRGraph,
+    FusedLipGATConv,
+    FusedLipTransformerConv,
+    clear_csr_cache,
+    csr_sddmm,
+    csr_softmax,
+    csr_spmm,
+    get_csr_graph,
+)
+
+TOL = {"atol": 1e-5, "rtol": 1e-5}
+NUM_NODES = 40
+IN_CHANNELS = 12
+
+
+def make_graph(seed: int = 0, num_nodes: int = NUM_NODES, connected: int = 34, num_edges: int = 160) -> torch.Tensor:
+    """Random directed edges among the first ``connected`` nodes (the rest are isolated), with
+    duplicated edges and explicit (also duplicated) self-loops."""
+    gen = torch.Generator().manual_seed(seed)
+    ei = torch.randint(0, connected, (2, num_edges), generator=gen)
+    dup = ei[:, :20]
+    loops = torch.tensor([[1, 1, 5], [1, 1, 5]])
+    return torch.cat([ei, dup, loops], dim=1)
+
+
+def _pair(ref_cls: type[nn.Module], fused_cls: type[nn.Module], *args, **kwargs) -> tuple[nn.Module, nn.Module]:
+    torch.manual_seed(1)
+    ref = ref_cls(*args, **kwargs)
+    fused = fused_cls(*args, **kwargs)
+    fused.load_state_dict(ref.state_dict())  # same parameters and state-dict keys
+    return ref, fused
+
+
+def _randomise(module: nn.Module, seed: int = 2) -> None:
+    """Non-zero biases and attention vectors everywhere, so every parameter's gradient is exercised."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * 0.5)
+
+
+def assert_same_forward_backward(ref: nn.Module, fused: nn.Module, x: torch.Tensor, *args, **kwargs) -> None:
+    """Equal outputs and equal gradients w.r.t. x and every parameter (a random linear functional)."""
+    x_ref = x.clone().requires_grad_(True)
+    x_fused = x.clone().requires_grad_(True)
+    out_ref = ref(x_ref, *args, **kwargs)
+    out_fused = fused(x_fused, *args, **kwargs)
+    torch.testing.assert_close(out_fused, out_ref, **TOL)
+    weight = torch.randn(out_ref.shape, generator=torch.Generator().manual_seed(3), dtype=out_ref.dtype)
+    (out_ref * weight).sum().backward()
+    (out_fused * weight).sum().backward()
+    torch.testing.assert_close(x_fused.grad, x_ref.grad, **TOL)
+    ref_params = dict(ref.named_parameters())
+    fused_params = dict(fused.named_parameters())
+    assert ref_params.keys() == fused_params.keys()
+    for name, p_ref in ref_params.items():
+        p_fused = fused_params[name]
+        if p_ref.grad is None:
+            assert p_fused.grad is None or torch.count_nonzero(p_fused.grad) == 0, name
+            continue
+        assert p_fused.grad is not None, name
+        torch.testing.assert_close(p_fused.grad, p_ref.grad, **TOL, msg=lambda m, n=name: f"grad of {n}: {m}")
+
+
+LIP_SETTINGS = [
+    {"lipschitz_norm": False},
+    {"lipschitz_norm": True, "variant": "paper"},
+    {"lipschitz_norm": True, "variant": "reference"},
+]
+LIP_IDS = ["nolip", "lip-paper", "lip-reference"]
+
+
+# ---------------------------------------------------------------- kernels ---------------------------
+
+
+@pytest.fixture
+def tiny_graph() -> CSRGraph:
+    ei = torch.tensor([[0, 1, 2, 3, 3, 5, 1, 1, 6, 6], [1, 2, 0, 0, 0, 2, 1, 4, 4, 4]])
+    return CSRGraph.from_edge_index(ei, 8, add_self_loops=True)  # node 7 only has its self-loop
+
+
+# Full (element-by-element) gradcheck for one head; the multi-head loop with gradcheck's fast mode
+# (random projections of the Jacobian), which keeps the file quick on a shared CPU.
+@pytest.mark.parametrize("heads", [1, 3])
+def test_spmm_gradcheck(tiny_graph: CSRGraph, heads: int) -> None:
+    g = tiny_graph
+    values = torch.rand(g.num_edges, heads, dtype=torch.float64, requires_grad=True)
+    x = torch.randn(g.num_src, heads, 3, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda v, h: csr_spmm(v, h, g), (values, x), fast_mode=heads > 1)
+
+
+@pytest.mark.parametrize("heads", [1, 3])
+def test_sddmm_and_softmax_gradcheck(tiny_graph: CSRGraph, heads: int) -> None:
+    g = tiny_graph
+    a = torch.randn(g.num_dst, heads, 3, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(g.num_src, heads, 3, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda p, q: csr_sddmm(p, q, g), (a, b), fast_mode=heads > 1)
+    scores = torch.randn(g.num_edges, heads, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda s: csr_softmax(s, g), (scores,), fast_mode=heads > 1)
+
+
+def test_kernels_match_dense_definitions(tiny_graph: CSRGraph) -> None:
+    g = tiny_graph
+    values = torch.rand(g.num_edges, dtype=torch.float64)
+    x = torch.randn(g.num_src, 5, dtype=torch.float64)
+    dense = torch.zeros(g.num_dst, g.num_src, dtype=torch.float64)
+    dense.index_put_((g.row, g.col), values, accumulate=True)
+    torch.testing.assert_close(csr_spmm(values, x, g), dense @ x)
+    a = torch.randn(g.num_dst, 1, 5, dtype=torch.float64)
+    b = torch.randn(g.num_src, 1, 5, dtype=torch.float64)
+    expected = (a[g.row, 0] * b[g.col, 0]).sum(-1, keepdim=True)
+    torch.testing.assert_close(csr_sddmm(a, b, g), expected)
+    scores = torch.randn(g.num_edges, 2, dtype=torch.float64)
+    torch.testing.assert_close(csr_softmax(scores, g), pyg_softmax(scores, g.row, num_nodes=g.num_dst))
+    # Every row of the softmax sums to one (every node has at least its self-loop).
+    row_sums = torch.zeros(g.num_dst, 2, dtype=torch.float64).index_add_(0, g.row, csr_softmax(scores, g))
+    torch.testing.assert_close(row_sums, torch.ones_like(row_sums))
+
+
+def test_csr_graph_structure() -> None:
+    ei = torch.tensor([[2, 0, 1, 1, 2], [0, 1, 1, 2, 0]])  # one self-loop (1->1), one duplicate (2->0)
+    g = CSRGraph.from_edge_index(ei, 4, add_self_loops=True)
+    # GATConv's normalisation: existing self-loops removed, one per node added; duplicates kept.
+    assert g.edge_index.tolist() == [[0, 2, 2, 0, 1, 1, 2, 3], [0, 0, 0, 1, 1, 2, 2, 3]]
+    assert g.rowptr.tolist() == [0, 3, 5, 7, 8]
+    # The transposed CSR lists the same edges grouped by source.
+    assert g.col[g.t_perm].tolist() == sorted(g.col.tolist())
+    assert g.t_ptr.tolist() == [0, 2, 4, 7, 8]
+    assert g.t_col.tolist() == g.row[g.t_perm].tolist()
+    plain = CSRGraph.from_edge_index(ei, 4, add_self_loops=False)
+    assert plain.num_edges == 5 and plain.rowptr.tolist() == [0, 2, 4, 5, 5]
+
+
+def test_csr_graph_cache_is_reused_and_invalidated() -> None:
+    clear_csr_cache()
+    ei = make_graph()
+    g1 = get_csr_graph(ei, NUM_NODES)
+    assert get_csr_graph(ei, NUM_NODES) is g1
+    assert get_csr_graph(ei, NUM_NODES, add_self_loops=False) is not g1
+    assert get_csr_graph(ei.clone(), NUM_NODES) is not g1  # equal content, other tensor: no identity hit
+    ei[0, 0] = (ei[0, 0] + 1) % NUM_NODES  # in-place edit bumps the version counter
+    g2 = get_csr_graph(ei, NUM_NODES)
+    assert g2 is not g1
+    torch.testing.assert_close(g2.edge_index, CSRGraph.from_edge_index(ei, NUM_NODES).edge_index)
+
+
+# ---------------------------------------------------------------- layers vs reference ---------------
+
+
+@pytest.mark.parametrize("lip", LIP_SETTINGS, ids=LIP_IDS)
+@pytest.mark.parametrize("concat", [True, False], ids=["concat", "mean"])
+@pytest.mark.parametrize("heads", [1, 2, 4])
+def test_fused_gat_equals_reference(heads: int, concat: bool, lip: dict) -> None:
+    ref, fused = _pair(LipGATConv, FusedLipGATConv, IN_CHANNELS, 6, heads=heads, concat=concat, **lip)
+    _randomise(ref)
+    fused.load_state_dict(ref.state_dict())
+    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=torch.Generator().manual_seed(4))
+    assert_same_forward_backward(ref, fused, x, make_graph(heads))
+
+
+@pytest.mark.parametrize("lip", LIP_SETTINGS, ids=LIP_IDS)
+@pytest.mark.parametrize("concat", [True, False], ids=["concat", "mean"])
+@pytest.mark.parametrize("heads", [1, 2, 4])
+def test_fused_gt_equals_reference(heads: int, concat: bool, lip: dict) -> None:
+    ref, fused = _pair(LipTransformerConv, FusedLipTransformerConv, IN_CHANNELS, 6, heads=heads, concat=concat,
+                       **lip)
+    _randomise(ref)
+    fused.load_state_dict(ref.state_dict())
+    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=torch.Generator().manual_seed(4))
+    assert_same_forward_backward(ref, fused, x, make_graph(heads))
+
+
+@pytest.mark.parametrize("heads", [1, 2])
+def test_fused_without_lip_equals_stock_pyg(heads: int) -> None:
+    ei = make_graph(7)
+    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=torch.Generator().manual_seed(5))
+    stock, fused = _pair(GATConv, FusedLipGATConv, IN_CHANNELS, 6, heads=heads)
+    fused.lipschitz_norm = False
+    assert_same_forward_backward(stock, fused, x, ei)
+    torch.manual_seed(1)
+    stock_t = TransformerConv(IN_CHANNELS, 6, heads=heads)
+    fused_t = FusedLipTransformerConv(IN_CHANNELS, 6, heads=heads, lipschitz_norm=False)
+    fused_t.load_state_dict(stock_t.state_dict())
+    assert_same_forward_backward(stock_t, fused_t, x, ei)
+
+
+@pytest.mark.parametrize("lip", LIP_SETTINGS, ids=LIP_IDS)
+def test_fused_options_equal_reference(lip: dict) -> None:
+    """Edge features (with GATConv's self-loop fill), residual, no bias, no self-loops, lin_src/lin_dst,
+    GT's beta gate and edge embedding."""
+    ei = make_graph(11)
+    gen = torch.Generator().manual_seed(6)
+    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=gen)
+    edge_attr = torch.randn(ei.size(1), 3, generator=gen)
+    gat_cases = [
+        ({"edge_dim": 3, "heads": 2}, edge_attr),
+        ({"edge_dim": 3, "fill_value": 0.5}, edge_attr),
+        ({"residual": True, "bias": False, "heads": 2}, None),
+        ({"add_self_loops": False, "heads": 2, "concat": False}, None),
+    ]
+    for kwargs, ea in gat_cases:
+        ref, fused = _pair(LipGATConv, FusedLipGATConv, IN_CHANNELS, 5, **kwargs, **lip)
+        _randomise(ref)
+        fused.load_state_dict(ref.state_dict())
+        assert_same_forward_backward(ref, fused, x, ei, ea)
+    ref, fused = _pair(LipGATConv, FusedLipGATConv, (IN_CHANNELS, IN_CHANNELS), 5, heads=2, **lip)
+    assert_same_forward_backward(ref, fused, x, ei)
+    gt_cases = [
+        ({"edge_dim": 3, "heads": 2}, edge_attr),
+        ({"beta": True, "heads": 2}, None),
+        ({"root_weight": False, "bias": False, "concat": False, "heads": 2}, None),
+    ]
+    for kwargs, ea in gt_cases:
+        ref, fused = _pair(LipTransformerConv, FusedLipTransformerConv, IN_CHANNELS, 5, **kwargs, **lip)
+        _randomise(ref)
+        fused.load_state_dict(ref.state_dict())
+        assert_same_forward_backward(ref, fused, x, ei, ea)
+
+
+def test_prebuilt_csr_graph_and_fallbacks() -> None:
+    ei = make_graph(3)
+    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=torch.Generator().manual_seed(8))
+    ref, fused = _pair(LipGATConv, FusedLipGATConv, IN_CHANNELS, 4, heads=2)
+    graph = CSRGraph.from_edge_index(ei, NUM_NODES, add_self_loops=True)
+    torch.testing.assert_close(fused(x, graph), ref(x, ei), **TOL)
+    with pytest.raises(ValueError, match="self_loops"):
+        fused(x, CSRGraph.from_edge_index(ei, NUM_NODES, add_self_loops=False))
+    # return_attention_weights takes the reference path and returns its (edge_index, alpha).
+    out_r, (ei_r, alpha_r) = ref(x, ei, return_attention_weights=True)
+    out_f, (ei_f, alpha_f) = fused(x, ei, return_attention_weights=True)
+    torch.testing.assert_close(out_f, out_r)
+    assert torch.equal(ei_f, ei_r)
+    torch.testing.assert_close(alpha_f, alpha_r)
+    # attention_scores (inherited) works through the same fallback.
+    torch.testing.assert_close(fused.attention_scores(x, ei)[1], ref.attention_scores(x, ei)[1])
+    # Bipartite input falls back to the reference forward as well.
+    x_dst = x[:30]
+    torch.testing.assert_close(fused((x, x_dst), ei[:, ei[1] < 30]), ref((x, x_dst), ei[:, ei[1] < 30]), **TOL)
+    ref_t, fused_t = _pair(LipTransformerConv, FusedLipTransformerConv, IN_CHANNELS, 4, heads=2)
+    graph_t = CSRGraph.from_edge_index(ei, NUM_NODES, add_self_loops=False)
+    torch.testing.assert_close(fused_t(x, graph_t), ref_t(x, ei), **TOL)
+
+
+def test_graph_without_edges() -> None:
+    empty = torch.zeros(2, 0, dtype=torch.long)
+    x = torch.randn(5, IN_CHANNELS)
+    ref, fused = _pair(LipTransformerConv, FusedLipTransformerConv, IN_CHANNELS, 4, heads=2)
+    torch.testing.assert_close(fused(x, empty), ref(x, empty), **TOL)
+    ref_g, fused_g = _pair(LipGATConv, FusedLipGATConv, IN_CHANNELS, 4, add_self_loops=False)
+    torch.testing.assert_close(fused_g(x, empty), ref_g(x, empty), **TOL)
+
+
+def test_attention_dropout_in_train_mode() -> None:
+    """Dropout acts on the attention weights as in the reference layer: outputs vary, their mean is the
+    eval output (inverted dropout is unbiased), their spread matches the reference's, and with p = 0
+    train mode equals eval mode."""
+    ei = make_graph(5)
+    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=torch.Generator().manual_seed(9))
+    ref, fused = _pair(LipGATConv, FusedLipGATConv, IN_CHANNELS, 4, heads=2, dropout=0.5)
+    fused.eval()
+    expected = fused(x, ei)
+    fused.train()
+    ref.train()
+    n = 200
+    torch.manual_seed(0)
+    with torch.no_grad():
+        samples = torch.stack([fused(x, ei) for _ in range(n)])
+        ref_samples = torch.stack([ref(x, ei) for _ in range(n)])
+    assert not torch.allclose(samples[0], samples[1])
+    # Sample mean within 5 standard errors of the eval output, element-wise.
+    stderr = samples.std(0) / n**0.5
+    assert ((samples.mean(0) - expected).abs() <= 5 * stderr + 1e-4).all()
+    ratio = samples.var(0).mean() / ref_samples.var(0).mean()
+    assert abs(float(ratio) - 1) < 0.15
+    fused.dropout = 0.0
+    torch.testing.assert_close(fused(x, ei), expected)
+
+
+def test_models_switch_impl_by_loading_weights() -> None:
+    """model.impl=fused loads a model.impl=pyg state dict and computes the same logits and gradients."""
+    from lipgnn.models import build_model
+
+    spec = SimpleNamespace(num_features=IN_CHANNELS, num_classes=3, input="dense", vocab_sizes=(), edge_dim=None)
+    ei = make_graph(6)
+    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=torch.Generator().manual_seed(10))
+    for name, norm in itertools.product(["gat", "gt"], ["none", "lip"]):
+        cfg = {"name": name, "hidden": 8, "heads": 2, "dropout": 0.0, "attn_dropout": 0.0}
+        ref = build_model(SimpleNamespace(**cfg, impl="pyg"), SimpleNamespace(name=norm), spec, 3)
+        fused = build_model(SimpleNamespace(**cfg, impl="fused"), SimpleNamespace(name=norm), spec, 3)
+        fused.load_state_dict(ref.state_dict())
+        assert all(type(c).__name__.startswith("Fused") for c in fused.attention_layers())
+        assert_same_forward_backward(ref, fused, x, ei)

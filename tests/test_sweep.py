@@ -1,0 +1,110 @@
+"""Sweeps that survive: expansion counts, SIGKILL + rerun, failures, divergence, status, concurrency."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import TINY_TREES, files_under, run_cli
+
+from lipgnn.results.store import load_records
+from lipgnn.sweep import sweep_jobs, sweep_status
+
+# Hand-counted from conf/grid/*_cpu.yaml: the product of each sweep axis.
+CPU_COUNTS = {
+    "table1": 5 * 3 * 2 * 3 * 2,   # variants x datasets x rates x depths x seeds
+    "table2": 2 * 2 * 3 * 2,       # variants x datasets x depths x seeds
+    "table3": 4 * 1 * 2 * 2 * 2 * 2,  # variants x dataset x depths x lr x dropout x seeds
+    "fig2": 2,
+    "fig3": 2 * 4,
+    "fig4": 2 * 4,
+    "fig5": 9 * 5,
+    "fig6": 8 * 1 * 4,
+}
+PAPER_COUNTS = {
+    "table3": 4 * 2 * 2 * 4 * 4 * 2 * 3 * 4 * 5,
+    "fig2": 2 * 5,
+    "fig5": 9 * 9 * 10,
+}
+
+
+@pytest.mark.parametrize(("experiment", "count"), sorted(CPU_COUNTS.items()))
+def test_cpu_sweeps_expand_to_the_intended_runs(experiment: str, count: int) -> None:
+    jobs = sweep_jobs(experiment, ["budget=cpu"])
+    assert len(jobs) == count
+    assert len({tuple(job) for job in jobs}) == count
+
+
+@pytest.mark.parametrize(("experiment", "count"), sorted(PAPER_COUNTS.items()))
+def test_paper_sweeps_expand_to_the_papers_grid(experiment: str, count: int) -> None:
+    assert len(sweep_jobs(experiment, ["budget=paper"])) == count
+
+
+def test_command_line_overrides_replace_a_grid_axis() -> None:
+    jobs = sweep_jobs("table3", ["budget=cpu", "seed=7"])
+    assert len(jobs) == CPU_COUNTS["table3"] // 2
+    assert all("seed=7" in job for job in jobs)
+
+
+SWEEP = ["-m", *TINY_TREES, "train.epochs=4", "seed=0,1,2", "experiment_name=faults", "results_dir=res",
+         "train.checkpoint_every=1"]
+
+
+def _records(root: Path) -> dict[int, dict]:
+    out = {}
+    for path in files_under(root / "res" / "runs"):
+        record = json.loads(path.read_text())
+        out[record["seed"]] = record
+    return out
+
+
+def test_sigkilled_sweep_reruns_to_exactly_one_record_per_run(tmp_path: Path) -> None:
+    killed = run_cli(SWEEP, tmp_path, env={"LIPGNN_FAULT": "kill@-s1-:2"})
+    assert killed.returncode == -9
+    first = _records(tmp_path)
+    assert set(first) == {0}
+    mtime = next((tmp_path / "res" / "runs").rglob("*.json")).stat().st_mtime_ns
+    rerun = run_cli(SWEEP, tmp_path)
+    assert rerun.returncode == 0, rerun.stderr
+    records = _records(tmp_path)
+    assert set(records) == {0, 1, 2} and all(r["status"] == "completed" for r in records.values())
+    assert records[1]["resumed_from"] == 2  # seed 1 continued from its checkpoint, not from scratch
+    assert "skipped" in rerun.stdout + rerun.stderr
+    assert next(p for p in (tmp_path / "res" / "runs").rglob("*-s0-*.json")).stat().st_mtime_ns == mtime
+    names = [p.name for p in files_under(tmp_path / "res" / "runs")]
+    assert len(names) == 3 and not [n for n in names if n.startswith(".") or n.endswith(".tmp")]
+
+
+def test_exception_in_one_job_is_recorded_and_the_rest_finish(tmp_path: Path) -> None:
+    out = run_cli(SWEEP, tmp_path, env={"LIPGNN_FAULT": "raise@-s1-"})
+    assert out.returncode != 0  # the sweep's exit status says that a job failed
+    records = _records(tmp_path)
+    assert records[0]["status"] == records[2]["status"] == "completed"
+    assert records[1]["status"] == "failed" and "injected fault" in records[1]["error"]
+    assert records[1]["config"]["seed"] == 1
+    rerun = run_cli(SWEEP, tmp_path)  # a failed run is retried, finished ones are not
+    assert rerun.returncode == 0
+    assert {r["status"] for r in _records(tmp_path).values()} == {"completed"}
+
+
+def test_nan_in_one_job_is_a_diverged_record_and_the_sweep_succeeds(tmp_path: Path) -> None:
+    out = run_cli(SWEEP, tmp_path, env={"LIPGNN_FAULT": "nan@-s2-:3"})
+    assert out.returncode == 0, out.stderr
+    records = _records(tmp_path)
+    assert records[2]["status"] == "diverged" and records[2]["history"]["epoch"] == [1, 2]
+    assert records[0]["status"] == records[1]["status"] == "completed"
+    df = load_records(tmp_path / "res", "faults")
+    assert sorted(df.status) == ["completed", "completed", "diverged"]
+
+
+def test_sweep_status_names_what_is_done_and_missing(tmp_path: Path) -> None:
+    from lipgnn.results.store import write_record
+
+    overrides = ["budget=cpu", "variant=gat,gat_lip"]
+    rows = sweep_status("fig2", tmp_path, overrides)
+    assert [status for _, status in rows] == ["missing", "missing"]
+    assert rows[0][0].startswith("gat-none-cora-L20-s0-") and rows[1][0].startswith("gat-lip-cora-L20-s0-")
+    for (run_id, _), status in zip(rows, ("diverged", "failed"), strict=True):
+        write_record(tmp_path, {"run_id": run_id, "experiment": "fig2", "status": status, "config": {}})
+    assert [status for _, status in sweep_status("fig2", tmp_path, overrides)] == ["diverged", "failed"]
