@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
@@ -19,6 +20,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # Processed datasets go to a per-session cache, never into the repository or the read-only data root.
 os.environ.setdefault("LIPGNN_CACHE", tempfile.mkdtemp(prefix="lipgnn-test-cache-"))
 os.environ.setdefault("WANDB_MODE", "offline")
+# One intra-op thread (here and in the train.py subprocesses): OpenMP threads contending for 2 busy cores
+# are an order of magnitude slower than one thread, and results stay bit-reproducible.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+torch.set_num_threads(1)
 
 
 def _data_root() -> Path | None:

@@ -20,7 +20,7 @@ from torch import nn
 from torch_geometric.nn import GATConv, TransformerConv
 from torch_geometric.utils import softmax as pyg_softmax
 
-from lipgnn.nn import LipGATConv, LipTransformerConv
+from lipgnn.nn import LipGATConv, LipTransformerConv, gat_lipschitz_denominator, transformer_lipschitz_denominator
 from lipgnn.nn.fused import (
     CSRGraph,
     FusedLipGATConv,
@@ -29,7 +29,10 @@ from lipgnn.nn.fused import (
     csr_sddmm,
     csr_softmax,
     csr_spmm,
+    gat_denominator_csr,
     get_csr_graph,
+    segment_max,
+    transformer_denominator_csr,
 )
 
 TOL = {"atol": 1e-5, "rtol": 1e-5}
@@ -141,6 +144,59 @@ def test_kernels_match_dense_definitions(tiny_graph: CSRGraph) -> None:
     torch.testing.assert_close(row_sums, torch.ones_like(row_sums))
 
 
+def test_segment_max_splits_ties_like_scatter_max() -> None:
+    # Row 1 holds a four-way tie (the case torch's own segment-max backward got wrong).
+    ei = torch.tensor([[0, 1, 2, 3, 4, 5, 6], [0, 1, 1, 1, 1, 1, 2]])
+    g = CSRGraph.from_edge_index(ei, 7, add_self_loops=False)
+    values = torch.tensor([[1.0], [3.0], [3.0], [3.0], [3.0], [2.0], [5.0]], requires_grad=True)
+    out = segment_max(values, g)
+    assert out.view(-1).tolist() == [1.0, 3.0, 5.0, 0.0, 0.0, 0.0, 0.0]  # 0 for targets without edges
+    out.backward(torch.tensor([[1.0], [2.0], [4.0], [8.0], [8.0], [8.0], [8.0]]))
+    assert values.grad.view(-1).tolist() == [1.0, 0.5, 0.5, 0.5, 0.5, 0.0, 4.0]
+
+
+@pytest.mark.parametrize("variant", ["paper", "reference"])
+@pytest.mark.parametrize("heads", [1, 3])
+def test_per_node_denominators_equal_shared_functions(variant: str, heads: int) -> None:
+    """The CSR restatements of eq. (17)/(19) give the shared functions' values and gradients, also with
+    tied neighbour maxima (duplicate edges) and an all-zero node (finite gradients at 0)."""
+    g = CSRGraph.from_edge_index(make_graph(heads), NUM_NODES, add_self_loops=True)
+    gen = torch.Generator().manual_seed(12)
+    feats = [torch.randn(NUM_NODES, heads, 5, generator=gen, dtype=torch.float64) for _ in range(3)]
+    feats[0][7] = 0.0
+    att = [torch.randn(1, heads, 5, generator=gen, dtype=torch.float64, requires_grad=True) for _ in range(2)]
+    weight = torch.randn(g.num_edges, heads, generator=gen, dtype=torch.float64)
+
+    def grads(fn, inputs):
+        inputs = [t.detach().clone().requires_grad_(True) for t in inputs]
+        out = fn(*inputs)
+        (out * weight).sum().backward()
+        return out.detach(), [t.grad for t in inputs]
+
+    x = feats[0]
+    out_csr, g_csr = grads(lambda h, a, b: gat_denominator_csr(h, h, a, b, g, variant), [x, *att])
+    out_ref, g_ref = grads(
+        lambda h, a, b: gat_lipschitz_denominator(h, h, a, b, g.edge_index, NUM_NODES, variant=variant), [x, *att]
+    )
+    torch.testing.assert_close(out_csr, out_ref)
+    for a, b in zip(g_csr, g_ref, strict=True):
+        torch.testing.assert_close(a, b)
+
+    out_csr, g_csr = grads(
+        lambda q, k, v: transformer_denominator_csr(q, k, v, g, variant).index_select(0, g.row), feats
+    )
+    out_ref, g_ref = grads(
+        lambda q, k, v: transformer_lipschitz_denominator(
+            q[g.row], k[g.col], v[g.col], g.row, NUM_NODES, variant=variant
+        ),
+        feats,
+    )
+    torch.testing.assert_close(out_csr, out_ref)
+    for a, b in zip(g_csr, g_ref, strict=True):
+        torch.testing.assert_close(a, b)
+        assert torch.isfinite(a).all()
+
+
 def test_csr_graph_structure() -> None:
     ei = torch.tensor([[2, 0, 1, 1, 2], [0, 1, 1, 2, 0]])  # one self-loop (1->1), one duplicate (2->0)
     g = CSRGraph.from_edge_index(ei, 4, add_self_loops=True)
@@ -153,6 +209,8 @@ def test_csr_graph_structure() -> None:
     assert g.t_col.tolist() == g.row[g.t_perm].tolist()
     plain = CSRGraph.from_edge_index(ei, 4, add_self_loops=False)
     assert plain.num_edges == 5 and plain.rowptr.tolist() == [0, 2, 4, 5, 5]
+    with pytest.raises(ValueError, match="num_nodes"):
+        CSRGraph.from_edge_index(ei, 2)
 
 
 def test_csr_graph_cache_is_reused_and_invalidated() -> None:

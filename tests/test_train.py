@@ -125,3 +125,20 @@ def test_wandb_offline_run_writes_its_metrics_locally(tmp_path: Path, monkeypatc
         assert key.encode() in data, key
     for value in (record["best"]["val"], record["history"]["loss"][0], record["history"]["loss"][1]):
         assert json.dumps(value).encode() in data
+
+
+@pytest.mark.parametrize(("dataset", "variant", "metric"), [
+    ("ogbn-arxiv", "gat_lip", "acc"), ("ogbn-proteins", "gt_lip", "rocauc")])
+def test_ogb_datasets_train_end_to_end_from_files_in_ogbs_format(
+        tmp_path: Path, dataset: str, variant: str, metric: str) -> None:
+    from ogb_fixture import write_arxiv, write_proteins
+
+    (write_arxiv if dataset == "ogbn-arxiv" else write_proteins)(tmp_path / "root")
+    extra = ["dataset.num_parts=2"] if dataset == "ogbn-proteins" else []
+    cfg = compose_cfg([f"dataset={dataset}", f"variant={variant}", "depth=2", "model.hidden=8", "train.epochs=3",
+                       f"dataset.root={tmp_path / 'root'}", f"dataset.cache_dir={tmp_path / 'cache'}",
+                       "dataset.download=false", f"results_dir={tmp_path / 'res'}", "log.progress=false", *extra])
+    record = run(cfg)
+    assert record["status"] == "completed" and record["metric"] == metric
+    assert record["epochs_run"] == 3
+    assert all(0.0 <= record["history"][split][-1] <= 1.0 for split in ("train", "val", "test"))

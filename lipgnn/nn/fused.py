@@ -44,7 +44,15 @@ from torch_geometric.utils import remove_self_loops, segment
 
 from lipgnn.nn.lip_gat_conv import LipGATConv
 from lipgnn.nn.lip_transformer_conv import LipTransformerConv
-from lipgnn.nn.lipschitz import gat_lipschitz_denominator, transformer_lipschitz_denominator
+from lipgnn.nn.lipschitz import (
+    EPS,
+    REFERENCE_GAT_FACTOR,
+    check_variant,
+    gat_lipschitz_denominator,
+    safe_sqrt,
+    sq_norm,
+    transformer_lipschitz_denominator,
+)
 
 __all__ = [
     "CSRGraph",
@@ -54,7 +62,9 @@ __all__ = [
     "csr_sddmm",
     "csr_softmax",
     "csr_spmm",
+    "gat_denominator_csr",
     "get_csr_graph",
+    "transformer_denominator_csr",
 ]
 
 # torch warns once per process that CSR tensors are "beta"; consume that warning here so that it
@@ -122,6 +132,9 @@ class CSRGraph:
         num_src = int(num_nodes)
         num_dst = num_src if num_dst is None else int(num_dst)
         edge_index = edge_index.long()
+        if edge_index.numel() and (int(edge_index[0].max()) >= num_src or int(edge_index[1].max()) >= num_dst
+                                   or int(edge_index.min()) < 0):
+            raise ValueError(f"edge_index has node ids outside [0, num_nodes={num_src}); pass the right num_nodes")
         if add_self_loops:
             if num_dst != num_src:
                 raise ValueError("self-loops need a square graph (num_dst == num_src)")
@@ -328,6 +341,124 @@ def csr_softmax(scores: Tensor, graph: CSRGraph) -> Tensor:
 
 
 # --------------------------------------------------------------------------------------------------
+# LipschitzNorm denominators per node
+# --------------------------------------------------------------------------------------------------
+#
+# lipgnn.nn.lipschitz is the definition of eq. (17)/(19): its functions take per-edge inputs and
+# compute neighbour maxima with a scatter, about 20 edge-sized operations forward and backward. For
+# graphs without edge features every quantity there is a function of per-node norms and of one
+# neighbour maximum per target, so on the sorted CSR graph the same values come from per-node
+# tensors, one gather and a segment max (edges of a target are contiguous). The two functions below
+# restate the shared formulas in that form, with the shared helpers (safe_sqrt, EPS, the reference
+# factor); tests/test_fused.py checks them against the shared functions, values and gradients.
+# With edge features the layers call the shared functions directly.
+
+
+class _RowSqNorm(torch.autograd.Function):
+    """``‖x‖²`` over the last dim: one read forward, one fused ``2 g x`` backward (autograd's
+    ``(x * x).sum(-1)`` stores and re-reads more)."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor) -> Tensor:  # type: ignore[override]
+        ctx.save_for_backward(x)
+        return torch.linalg.vector_norm(x, dim=-1).square_()
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> Tensor:  # type: ignore[override]
+        (x,) = ctx.saved_tensors
+        return x * (2 * grad).unsqueeze(-1)
+
+
+class _SegmentMax(torch.autograd.Function):
+    """Maximum of ``[E, H]`` values over each CSR row; the gradient is split evenly between tied
+    maxima, as for the scatter max of the shared functions (torch's own segment-max backward does
+    not split ties reliably: it gave every one of four tied entries the full gradient here)."""
+
+    @staticmethod
+    def forward(ctx, values: Tensor, graph: CSRGraph) -> Tensor:  # type: ignore[override]
+        out = segment(values, graph.rowptr, reduce="max")
+        ctx.graph = graph
+        ctx.save_for_backward(values, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:  # type: ignore[override]
+        values, out = ctx.saved_tensors
+        graph: CSRGraph = ctx.graph
+        is_max = (values == out.index_select(0, graph.row)).to(grad.dtype)
+        ties = segment(is_max, graph.rowptr, reduce="sum").clamp_(min=1)
+        return is_max * (grad / ties).index_select(0, graph.row), None
+
+
+def segment_max(values: Tensor, graph: CSRGraph) -> Tensor:
+    """Per-target maximum of per-edge ``[E, H]`` values (0 for targets without edges), ``[N_dst, H]``."""
+    return _SegmentMax.apply(values, graph)
+
+
+def row_sq_norm(x: Tensor) -> Tensor:
+    """Squared Euclidean norm over the last dimension (same value as ``lipschitz.sq_norm``)."""
+    return _RowSqNorm.apply(x)
+
+
+def _att_sq_norm(*atts: Tensor | None) -> Tensor:
+    """Per-head squared norm of the concatenated ``[1, H, C]`` attention vectors, ``[H]``."""
+    return sum(sq_norm(a[0]) for a in atts if a is not None)  # type: ignore[return-value]
+
+
+def gat_denominator_csr(
+    x_src: Tensor, x_dst: Tensor | None, att_src: Tensor, att_dst: Tensor | None, graph: CSRGraph,
+    variant: str = "paper", eps: float = EPS,
+) -> Tensor:
+    r"""Eq. (17) denominators ``[E, H]`` in ``graph``'s edge order, equal to
+    ``lipschitz.gat_lipschitz_denominator(x_src, x_dst, att_src, att_dst, graph.edge_index)`` without
+    edge features.
+
+    paper: :math:`c_i = \|\mathbf{a}_h\| \sqrt{\|\mathbf{W}x_i\|^2 + \max_{j \in \mathcal{N}(i)}
+    \|\mathbf{W}x_j\|^2}` per target, gathered per edge; reference:
+    :math:`c_{ij} = 4 \|\mathbf{a}\|_F \sqrt{\max_{k \in \mathcal{N}(i)} \|\mathbf{W}x_k\|^2 +
+    \|\mathbf{W}x_j\|^2}`.
+    """
+    check_variant(variant)
+    sq_src = row_sq_norm(x_src)  # [N_src, H]
+    sq_edge = sq_src.index_select(0, graph.col)  # ‖W x_j‖² per edge
+    nb_max = segment_max(sq_edge, graph)  # [N_dst, H]
+    if variant == "paper":
+        att_sq = _att_sq_norm(att_src, att_dst if x_dst is not None else None)
+        per_node = nb_max
+        if x_dst is not None:
+            per_node = per_node + (sq_src if x_dst is x_src else row_sq_norm(x_dst))
+        c = safe_sqrt(att_sq, eps) * safe_sqrt(per_node, eps) + eps
+        return c.index_select(0, graph.row)
+    att_sq = _att_sq_norm(att_src, att_dst if x_dst is not None else None)
+    q = safe_sqrt(att_sq.sum(), eps)
+    return REFERENCE_GAT_FACTOR * q * safe_sqrt(nb_max.index_select(0, graph.row) + sq_edge, eps) + eps
+
+
+def transformer_denominator_csr(
+    query: Tensor, key: Tensor, value: Tensor, graph: CSRGraph, variant: str = "paper", eps: float = EPS
+) -> Tensor:
+    r"""Eq. (19) denominators per *target node* ``[N_dst, H]`` (gather with ``graph.row``), equal to
+    ``lipschitz.transformer_lipschitz_denominator(query[row], key[col], value[col], row)``.
+
+    :math:`v_i = \max_{j} \|k_j\|`, :math:`w_i = \max_j \|v_j\|`, :math:`u_i = \|q_i\|` (paper) or
+    :math:`u = \|Q\|_F` over the per-edge queries, i.e. :math:`\sqrt{\sum_i \deg(i) \|q_i\|^2}`
+    (reference); :math:`c_i = \max\{u v_i, u w_i, v_i w_i\} + \epsilon`.
+    """
+    check_variant(variant)
+    k_n = safe_sqrt(row_sq_norm(key), eps).index_select(0, graph.col)
+    v_n = safe_sqrt(row_sq_norm(value), eps).index_select(0, graph.col)
+    v_i = segment_max(k_n, graph)
+    w_i = segment_max(v_n, graph)
+    q_sq = row_sq_norm(query)
+    if variant == "paper":
+        u = safe_sqrt(q_sq, eps)
+    else:
+        degree = (graph.rowptr[1:] - graph.rowptr[:-1]).to(q_sq.dtype).unsqueeze(-1)
+        u = safe_sqrt((q_sq * degree).sum(dim=0), eps).unsqueeze(0)
+    return torch.maximum(torch.maximum(u * v_i, u * w_i), v_i * w_i) + eps
+
+
+# --------------------------------------------------------------------------------------------------
 # Fused layer forwards (shared by the Lip subclasses below)
 # --------------------------------------------------------------------------------------------------
 
@@ -409,14 +540,7 @@ class FusedLipGATConv(LipGATConv):
         if graph.num_edges == 0:
             out = x_src.new_zeros(graph.num_dst, H, C)
         else:
-            if x_dst is x_src:
-                # Both per-node score terms with one product against the stacked attention vectors.
-                att = torch.stack([self.att_src[0], self.att_dst[0]], dim=-1)  # [H, C, 2]
-                both = torch.einsum("nhc,hck->nhk", x_src, att)
-                a_src, a_dst = both[..., 0], both[..., 1]
-            else:
-                a_src = (x_src * self.att_src).sum(-1)
-                a_dst = (x_dst * self.att_dst).sum(-1)
+            a_src, a_dst = self._node_scores(x_src, x_dst)
             score = a_src.index_select(0, graph.col) + a_dst.index_select(0, graph.row)  # [E, H]
             edge_proj = None
             if edge_attr is not None and self.lin_edge is not None:
@@ -428,11 +552,7 @@ class FusedLipGATConv(LipGATConv):
                 edge_proj = self.lin_edge(ea).view(-1, H, C)
                 score = score + (edge_proj * self.att_edge).sum(-1)
             if self.lipschitz_norm:
-                denom = gat_lipschitz_denominator(
-                    x_src, x_dst, self.att_src, self.att_dst, graph.edge_index, graph.num_dst,
-                    edge_proj=edge_proj, att_edge=self.att_edge, variant=self.variant,
-                )
-                score = self.alpha * score / denom
+                score = self.alpha * score / self._lip_denominator(x_src, x_dst, edge_proj, graph)
             score = F.leaky_relu(score, self.negative_slope)
             alpha = csr_softmax(score, graph)
             alpha = F.dropout(alpha, p=self.dropout, training=self.training)
@@ -444,6 +564,28 @@ class FusedLipGATConv(LipGATConv):
         if self.bias is not None:
             out = out + self.bias
         return out
+
+
+    def _node_scores(self, x_src: Tensor, x_dst: Tensor) -> tuple[Tensor, Tensor]:
+        """Per-node score terms ``a_src·Wx_j`` and ``a_dst·Wx_i`` (``[N, H]`` each)."""
+        if x_dst is not x_src:
+            return (x_src * self.att_src).sum(-1), (x_dst * self.att_dst).sum(-1)
+        # One matrix product against the block-diagonal [H·C, 2H] matrix of attention vectors reads
+        # the projection once instead of twice (forward and backward).
+        H, C = self.heads, self.out_channels
+        blocks = [torch.stack([self.att_src[0, h], self.att_dst[0, h]], dim=-1) for h in range(H)]
+        both = (x_src.reshape(-1, H * C) @ torch.block_diag(*blocks)).view(-1, H, 2)
+        return both[..., 0], both[..., 1]
+
+    def _lip_denominator(
+        self, x_src: Tensor, x_dst: Tensor, edge_proj: Tensor | None, graph: CSRGraph
+    ) -> Tensor:
+        if edge_proj is None:
+            return gat_denominator_csr(x_src, x_dst, self.att_src, self.att_dst, graph, self.variant)
+        return gat_lipschitz_denominator(
+            x_src, x_dst, self.att_src, self.att_dst, graph.edge_index, graph.num_dst,
+            edge_proj=edge_proj, att_edge=self.att_edge, variant=self.variant,
+        )
 
 
 class FusedLipTransformerConv(LipTransformerConv):
@@ -501,10 +643,11 @@ class FusedLipTransformerConv(LipTransformerConv):
                 dot = dot + (q_e * edge_proj).sum(-1)
             if not self.lipschitz_norm:
                 score = dot / math.sqrt(C)
-            else:
+            elif self.variant == "paper":
                 score = self.alpha * dot / self._lip_denominator(query, key, value, edge_proj, graph)
-                if self.variant == "reference":
-                    score = score / math.sqrt(C)
+            else:
+                denom = self._lip_denominator(query, key, value, edge_proj, graph)
+                score = self.alpha * (dot / math.sqrt(C)) / denom
             alpha = csr_softmax(score, graph)
             alpha = F.dropout(alpha, p=self.dropout, training=self.training)
             out = csr_spmm(alpha, value, graph)
@@ -525,22 +668,14 @@ class FusedLipTransformerConv(LipTransformerConv):
     def _lip_denominator(
         self, query: Tensor, key: Tensor, value: Tensor, edge_proj: Tensor | None, graph: CSRGraph
     ) -> Tensor:
-        # Eq. (19) depends on queries, keys and values only through their norms, so the shared
-        # function is given per-edge 1-vectors holding those norms: its safe_norm of a 1-vector n is
-        # sqrt(n² + eps²), the same value it computes from the full vectors. vector_norm's gradient
-        # at 0 is 0, as the shared safe_norm's is, so gradients agree too.
-        row, col = graph.row, graph.col
-        q_n = torch.linalg.vector_norm(query, dim=-1).index_select(0, row)
+        """Eq. (19) denominators per edge ``[E, H]``."""
         if edge_proj is None:
-            k_n = torch.linalg.vector_norm(key, dim=-1).index_select(0, col)
-            v_n = torch.linalg.vector_norm(value, dim=-1).index_select(0, col)
-        else:
-            k_n = torch.linalg.vector_norm(key.index_select(0, col) + edge_proj, dim=-1)
-            v_raw = value.index_select(0, col)
-            v_n = torch.linalg.vector_norm(v_raw + edge_proj, dim=-1)
-            if self.variant == "reference":
-                # The reference variant takes w_i from the values without the edge embedding.
-                v_n = torch.linalg.vector_norm(v_raw, dim=-1)
+            return transformer_denominator_csr(query, key, value, graph, self.variant).index_select(0, graph.row)
+        # Edge embeddings enter the key (and, for the paper variant, value) norms per edge.
+        row, col = graph.row, graph.col
+        raw_value = value.index_select(0, col)
         return transformer_lipschitz_denominator(
-            q_n.unsqueeze(-1), k_n.unsqueeze(-1), v_n.unsqueeze(-1), row, graph.num_dst, variant=self.variant
+            query.index_select(0, row), key.index_select(0, col) + edge_proj,
+            raw_value + edge_proj if self.variant == "paper" else raw_value, row, graph.num_dst,
+            variant=self.variant,
         )

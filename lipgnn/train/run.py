@@ -32,7 +32,7 @@ log = logging.getLogger("lipgnn")
 NON_IDENTITY_KEYS = (
     "results_dir", "overwrite", "device", "experiment_name", "log.progress", "logger",
     "dataset.root", "dataset.cache_dir", "dataset.download",
-    "train.checkpoint_every", "train.checkpoint_activations",
+    "train.checkpoint_every", "train.checkpoint_activations", "train.num_threads",
 )
 RECORD_SCHEMA = 1
 FINISHED = ("completed", "diverged")
@@ -152,6 +152,8 @@ def _train(cfg: DictConfig, run_id: str, ckpt_path: Path, progress: bool | None,
     from lipgnn.train.trainer import Trainer
 
     maybe_raise(run_id)
+    if cfg.train.get("num_threads"):
+        torch.set_num_threads(int(cfg.train.num_threads))
     seed_everything(int(cfg.seed))
     device = resolve_device(str(cfg.device))
     task = load(cfg.dataset, int(cfg.seed))
