@@ -269,25 +269,67 @@ class _CSRSpMM(torch.autograd.Function):
 
 
 class _CSRSDDMM(torch.autograd.Function):
-    """``s[e] = <a[row_e], b[col_e]>`` per head; backward is two SpMMs with the incoming gradient."""
+    """``s[e] = <a[row_e], b[col_e]>`` per head; backward is two SpMMs with the incoming gradient.
+
+    With ``with_norms`` it also returns ``‖a‖²`` and ``‖b‖²`` per node and head (LipschitzNorm needs
+    them): their gradient ``2 g x`` is then added in place to the SpMM results instead of being
+    allocated and accumulated separately (two fewer passes over ``[N, H, C]`` per input).
+    """
 
     @staticmethod
-    def forward(ctx, a: Tensor, b: Tensor, graph: CSRGraph) -> Tensor:  # type: ignore[override]
+    def forward(ctx, a: Tensor, b: Tensor, graph: CSRGraph, with_norms: bool):  # type: ignore[override]
         ctx.graph = graph
         ctx.save_for_backward(a, b)
-        return _sddmm(graph, a, b)
+        s = _sddmm(graph, a, b)
+        if not with_norms:
+            return s
+        return s, torch.linalg.vector_norm(a, dim=-1).square_(), torch.linalg.vector_norm(b, dim=-1).square_()
 
     @staticmethod
-    def backward(ctx, grad_s: Tensor) -> tuple[Tensor | None, Tensor | None, None]:  # type: ignore[override]
+    def backward(ctx, grad_s: Tensor, grad_a_sq: Tensor | None = None,  # type: ignore[override]
+                 grad_b_sq: Tensor | None = None) -> tuple[Tensor | None, Tensor | None, None, None]:
         a, b = ctx.saved_tensors
         graph: CSRGraph = ctx.graph
         grad_a = grad_b = None
         if ctx.needs_input_grad[0]:
             grad_a = _spmm(graph.csr_ptr, graph.csr_col, grad_s, b, graph.shape)
+            if grad_a_sq is not None:
+                grad_a.addcmul_(a, (2 * grad_a_sq).unsqueeze(-1))
         if ctx.needs_input_grad[1]:
             grad_b = _spmm(graph.t_csr_ptr, graph.t_csr_col, grad_s.index_select(0, graph.t_perm), a,
                            (graph.num_src, graph.num_dst))
-        return grad_a, grad_b, None
+            if grad_b_sq is not None:
+                grad_b.addcmul_(b, (2 * grad_b_sq).unsqueeze(-1))
+        return grad_a, grad_b, None, None
+
+
+class _NodeScores(torch.autograd.Function):
+    """GAT's per-node score terms ``[N, H, 2]`` (``a_src·Wx``, ``a_dst·Wx``) as one product of the
+    projection with the block-diagonal ``[H·C, 2H]`` matrix of attention vectors, and optionally
+    ``‖Wx‖²`` ``[N, H]`` from the same input, whose gradient ``2 g x`` is added in place."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, att: Tensor, with_norm: bool):  # type: ignore[override]
+        ctx.save_for_backward(x, att)
+        flat = x.reshape(x.size(0), -1)
+        both = (flat @ att).view(x.size(0), x.size(1), 2)
+        if not with_norm:
+            return both
+        return both, torch.linalg.vector_norm(x, dim=-1).square_()
+
+    @staticmethod
+    def backward(ctx, grad_both: Tensor, grad_sq: Tensor | None = None):  # type: ignore[override]
+        x, att = ctx.saved_tensors
+        flat = x.reshape(x.size(0), -1)
+        g = grad_both.reshape(x.size(0), -1)
+        grad_x = grad_att = None
+        if ctx.needs_input_grad[0]:
+            grad_x = (g @ att.t()).view_as(x)
+            if grad_sq is not None:
+                grad_x.addcmul_(x, (2 * grad_sq).unsqueeze(-1))
+        if ctx.needs_input_grad[1]:
+            grad_att = flat.t() @ g
+        return grad_x, grad_att, None
 
 
 class _CSRSoftmax(torch.autograd.Function):
@@ -332,7 +374,12 @@ def csr_spmm(values: Tensor, x: Tensor, graph: CSRGraph) -> Tensor:
 
 def csr_sddmm(a: Tensor, b: Tensor, graph: CSRGraph) -> Tensor:
     r"""Per-edge dot products :math:`s_{e,h} = \langle a_{row_e,h}, b_{col_e,h} \rangle` → ``[E, H]``."""
-    return _CSRSDDMM.apply(a, b, graph)
+    return _CSRSDDMM.apply(a, b, graph, False)
+
+
+def csr_sddmm_with_norms(a: Tensor, b: Tensor, graph: CSRGraph) -> tuple[Tensor, Tensor, Tensor]:
+    """:func:`csr_sddmm` plus the squared norms ``‖a‖², ‖b‖²`` per node and head (``[N, H]`` each)."""
+    return _CSRSDDMM.apply(a, b, graph, True)
 
 
 def csr_softmax(scores: Tensor, graph: CSRGraph) -> Tensor:
@@ -406,12 +453,13 @@ def _att_sq_norm(*atts: Tensor | None) -> Tensor:
 
 
 def gat_denominator_csr(
-    x_src: Tensor, x_dst: Tensor | None, att_src: Tensor, att_dst: Tensor | None, graph: CSRGraph,
+    sq_src: Tensor, sq_dst: Tensor | None, att_src: Tensor, att_dst: Tensor | None, graph: CSRGraph,
     variant: str = "paper", eps: float = EPS,
 ) -> Tensor:
-    r"""Eq. (17) denominators ``[E, H]`` in ``graph``'s edge order, equal to
-    ``lipschitz.gat_lipschitz_denominator(x_src, x_dst, att_src, att_dst, graph.edge_index)`` without
-    edge features.
+    r"""Eq. (17) denominators ``[E, H]`` in ``graph``'s edge order from the squared projection norms
+    ``sq_src = ‖Wx_j‖²``, ``sq_dst = ‖Wx_i‖²`` (``[N, H]``; ``sq_dst=None`` without a target term):
+    equal to ``lipschitz.gat_lipschitz_denominator(x_src, x_dst, att_src, att_dst, graph.edge_index)``
+    without edge features.
 
     paper: :math:`c_i = \|\mathbf{a}_h\| \sqrt{\|\mathbf{W}x_i\|^2 + \max_{j \in \mathcal{N}(i)}
     \|\mathbf{W}x_j\|^2}` per target, gathered per edge; reference:
@@ -419,25 +467,22 @@ def gat_denominator_csr(
     \|\mathbf{W}x_j\|^2}`.
     """
     check_variant(variant)
-    sq_src = row_sq_norm(x_src)  # [N_src, H]
     sq_edge = sq_src.index_select(0, graph.col)  # ‖W x_j‖² per edge
     nb_max = segment_max(sq_edge, graph)  # [N_dst, H]
+    att_sq = _att_sq_norm(att_src, att_dst if sq_dst is not None else None)
     if variant == "paper":
-        att_sq = _att_sq_norm(att_src, att_dst if x_dst is not None else None)
-        per_node = nb_max
-        if x_dst is not None:
-            per_node = per_node + (sq_src if x_dst is x_src else row_sq_norm(x_dst))
+        per_node = nb_max if sq_dst is None else nb_max + sq_dst
         c = safe_sqrt(att_sq, eps) * safe_sqrt(per_node, eps) + eps
         return c.index_select(0, graph.row)
-    att_sq = _att_sq_norm(att_src, att_dst if x_dst is not None else None)
     q = safe_sqrt(att_sq.sum(), eps)
     return REFERENCE_GAT_FACTOR * q * safe_sqrt(nb_max.index_select(0, graph.row) + sq_edge, eps) + eps
 
 
 def transformer_denominator_csr(
-    query: Tensor, key: Tensor, value: Tensor, graph: CSRGraph, variant: str = "paper", eps: float = EPS
+    q_sq: Tensor, k_sq: Tensor, v_sq: Tensor, graph: CSRGraph, variant: str = "paper", eps: float = EPS
 ) -> Tensor:
-    r"""Eq. (19) denominators per *target node* ``[N_dst, H]`` (gather with ``graph.row``), equal to
+    r"""Eq. (19) denominators per *target node* ``[N_dst, H]`` (gather with ``graph.row``) from the
+    squared norms of queries, keys and values (``[N, H]`` each): equal to
     ``lipschitz.transformer_lipschitz_denominator(query[row], key[col], value[col], row)``.
 
     :math:`v_i = \max_{j} \|k_j\|`, :math:`w_i = \max_j \|v_j\|`, :math:`u_i = \|q_i\|` (paper) or
@@ -445,11 +490,11 @@ def transformer_denominator_csr(
     (reference); :math:`c_i = \max\{u v_i, u w_i, v_i w_i\} + \epsilon`.
     """
     check_variant(variant)
-    k_n = safe_sqrt(row_sq_norm(key), eps).index_select(0, graph.col)
-    v_n = safe_sqrt(row_sq_norm(value), eps).index_select(0, graph.col)
-    v_i = segment_max(k_n, graph)
-    w_i = segment_max(v_n, graph)
-    q_sq = row_sq_norm(query)
+    heads = k_sq.size(-1)
+    # Key and value maxima in one gather and one segment max over [E, 2H].
+    kv = safe_sqrt(torch.cat([k_sq, v_sq], dim=-1), eps).index_select(0, graph.col)
+    kv_max = segment_max(kv, graph)
+    v_i, w_i = kv_max[:, :heads], kv_max[:, heads:]
     if variant == "paper":
         u = safe_sqrt(q_sq, eps)
     else:

@@ -1,0 +1,144 @@
+"""Helpers shared by the dataset loaders: config access, stable seeding, file mirroring, fail-fast downloads."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import socket
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from lipgnn.errors import ConfigError
+
+# Seconds allowed for the network probe made before any download. Offline machines fail in DNS or connect;
+# the probe runs in a daemon thread so a resolver that hangs cannot hang the run either.
+NET_PROBE_TIMEOUT_S = 3.0
+# Per-socket-operation timeout while a download runs: urllib (used by PyG and ogb) sets none by itself.
+DOWNLOAD_SOCKET_TIMEOUT_S = 60.0
+
+DEFAULT_ROOT = "data"
+DEFAULT_CACHE = ".cache/lipgnn"
+
+
+def cfg_get(cfg: Any, key: str, default: Any = None) -> Any:
+    """Read ``key`` from a DictConfig or a plain mapping (tests pass dicts)."""
+    if isinstance(cfg, Mapping) or hasattr(cfg, "get"):
+        value = cfg.get(key, default)
+    else:
+        value = getattr(cfg, key, default)
+    return default if value is None else value
+
+
+def stable_seed(*parts: object) -> int:
+    """63-bit seed from a tuple of values, identical across processes (Python's ``hash`` is salted)."""
+    digest = hashlib.sha256(repr(tuple(parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
+
+
+def make_generator(*parts: object) -> torch.Generator:
+    """A CPU generator seeded from ``parts`` only, so its draws are independent of global RNG state."""
+    return torch.Generator().manual_seed(stable_seed(*parts))
+
+
+def as_bool(value: Any, key: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise ConfigError(f"dataset.{key} must be true or false, got {value!r}")
+
+
+def as_int(value: Any, key: str, low: int | None = None, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"dataset.{key} must be an integer, got {value!r}")
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ConfigError(f"dataset.{key}={value} is out of range [{low}, {high}]")
+    return value
+
+
+def network_reachable(host: str, port: int = 443, timeout: float | None = None) -> bool:
+    """True when a TCP connection to ``host:port`` opens within ``timeout`` seconds (DNS included)."""
+    timeout = NET_PROBE_TIMEOUT_S if timeout is None else timeout
+    result: list[bool] = []
+
+    def probe() -> None:
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                result.append(True)
+        except Exception:  # any failure of the probe means "no usable network", never a crash in this thread
+            result.append(False)
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return bool(result and result[0])
+
+
+@contextlib.contextmanager
+def download_timeout(seconds: float = DOWNLOAD_SOCKET_TIMEOUT_S) -> Iterator[None]:
+    """Give every socket opened inside the block a timeout (a stalled download raises instead of hanging)."""
+    previous = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(seconds)
+    try:
+        yield
+    finally:
+        socket.setdefaulttimeout(previous)
+
+
+def all_exist(folder: Path, names: Iterable[str]) -> bool:
+    # Path.exists follows symlinks, so a dangling link from an old mirror counts as missing.
+    return all((folder / name).exists() for name in names)
+
+
+def mirror_file(src: Path, dst: Path) -> bool:
+    """Make ``dst`` a symlink to ``src`` (copy where links are unsupported). Returns True if ``dst`` changed."""
+    if dst.exists() and src.exists() and os.path.samefile(src, dst):
+        return False
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    # Build under a private name and rename over dst: atomic, so parallel runs never see a missing file.
+    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        tmp.symlink_to(src.resolve())
+    except OSError:
+        shutil.copy2(src, tmp)
+    os.replace(tmp, dst)
+    return True
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Exclusive lock on ``path`` while PyG/ogb process into a shared cache (parallel multirun jobs)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no locking (processing races are then possible but rare)
+        yield
+        return
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def mirror_files(src_dir: Path, dst_dir: Path, names: Iterable[str]) -> bool:
+    """Mirror ``names`` from ``src_dir`` into ``dst_dir``; True if any link was created or replaced."""
+    changed = False
+    for name in names:
+        changed |= mirror_file(src_dir / name, dst_dir / name)
+    return changed
+
+
+def is_writable_dir(path: Path) -> bool:
+    """True when ``path`` (or its nearest existing ancestor, where it would be created) is writable."""
+    probe = path
+    while not probe.exists():
+        if probe.parent == probe:
+            return False
+        probe = probe.parent
+    return probe.is_dir() and os.access(probe, os.W_OK)

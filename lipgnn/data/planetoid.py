@@ -1,0 +1,130 @@
+"""Planetoid citation graphs (Cora, CiteSeer, PubMed) with the public split, through PyG's ``Planetoid``.
+
+The data root may be read-only (e.g. a shared dataset folder) while PyG writes ``processed/`` beside
+``raw/``: the raw files are therefore mirrored (symlinks) into ``cache_dir/<Name>/raw`` and PyG processes
+there. Features stay raw (no row normalisation), as in the authors' code.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch_geometric.data import Data
+
+from lipgnn.data.common import (
+    DEFAULT_CACHE,
+    DEFAULT_ROOT,
+    all_exist,
+    as_bool,
+    cfg_get,
+    download_timeout,
+    file_lock,
+    is_writable_dir,
+    mirror_files,
+    network_reachable,
+)
+from lipgnn.data.missing import apply_missing_vector, check_rate
+from lipgnn.data.spec import DataSpec, TaskData
+from lipgnn.errors import ConfigError, DatasetNotFoundError
+
+NAMES = ("Cora", "CiteSeer", "PubMed")
+SUFFIXES = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
+# The URL PyG's Planetoid downloads from (kimiyoung/planetoid, see /work/shared/datasets/SOURCES.md).
+URL = "https://github.com/kimiyoung/planetoid/raw/master/data"
+URL_HOST = "github.com"
+
+
+def raw_file_names(name: str) -> list[str]:
+    return [f"ind.{name.lower()}.{suffix}" for suffix in SUFFIXES]
+
+
+def _download(name: str, folder: Path) -> None:
+    """Fetch the raw files into ``folder``; partial files are removed so a retry starts clean."""
+    from torch_geometric.data import download_url
+
+    try:
+        with download_timeout():
+            for file_name in raw_file_names(name):
+                download_url(f"{URL}/{file_name}", str(folder), log=False)
+    except Exception:
+        for file_name in raw_file_names(name):
+            (folder / file_name).unlink(missing_ok=True)
+        raise
+
+
+def locate_raw(name: str, root: Path, cache_dir: Path, download: bool) -> Path:
+    """Folder holding the 8 raw files of ``name``; downloads them if allowed, else one clear error."""
+    files = raw_file_names(name)
+    for folder in (root / name / "raw", cache_dir / name / "raw"):
+        if all_exist(folder, files):
+            return folder
+    if not download:
+        reason = "dataset.download is false"
+    elif not network_reachable(URL_HOST):
+        reason = f"no network: {URL_HOST} unreachable"
+    else:
+        # Prefer the data root (shared by later runs); fall back to the cache when the root is read-only.
+        target = root / name / "raw" if is_writable_dir(root / name / "raw") else cache_dir / name / "raw"
+        try:
+            _download(name, target)
+            return target
+        except Exception as exc:  # any network/IO failure ends in the one-line error below
+            reason = f"download failed: {type(exc).__name__}: {exc}".replace("\n", " ")
+    expected = f"{root / name / 'raw'}/ind.{name.lower()}.{{{','.join(SUFFIXES)}}}"
+    raise DatasetNotFoundError(
+        f"{name} not found: expected {expected}; set dataset.root or LIPGNN_DATA to the folder holding "
+        f"{name}/raw, or enable dataset.download on a machine with a network ({reason})"
+    )
+
+
+def load_planetoid_data(name: str, root: Path, cache_dir: Path, download: bool) -> Data:
+    """The processed PyG graph (public split), processed under ``cache_dir`` and never under ``root``."""
+    from torch_geometric.datasets import Planetoid
+
+    raw = locate_raw(name, root, cache_dir, download)
+    work = cache_dir / name
+    with file_lock(cache_dir / f".{name}.lock"):
+        if raw.resolve() != (work / "raw").resolve() and mirror_files(raw, work / "raw", raw_file_names(name)):
+            # New or re-pointed raw files: drop any processed data made from the old ones.
+            for stale in (work / "processed").glob("*"):
+                stale.unlink()
+        try:
+            dataset = Planetoid(str(cache_dir), name, split="public")
+        except Exception as exc:
+            raise DatasetNotFoundError(
+                f"{name}: PyG could not read the raw files in {raw} ({type(exc).__name__}: {exc}); "
+                f"replace them or delete {work}".replace("\n", " ")
+            ) from exc
+    data = dataset[0]
+    return Data(x=data.x, edge_index=data.edge_index, y=data.y, train_mask=data.train_mask,
+                val_mask=data.val_mask, test_mask=data.test_mask)
+
+
+def load_planetoid(cfg: Any, seed: int, device: torch.device | str | None = None) -> TaskData:
+    """``TaskData`` for a Planetoid config (full batch); applies the missing-vector setting if asked."""
+    name = cfg_get(cfg, "pyg_name") or cfg_get(cfg, "name", "")
+    matches = [n for n in NAMES if n.lower() == str(name).lower()]
+    if not matches:
+        raise ConfigError(f"dataset.pyg_name={name!r} is not a Planetoid dataset; use one of {', '.join(NAMES)}")
+    name = matches[0]
+    rate = check_rate(cfg_get(cfg, "missing_rate", 0))
+    root = Path(str(cfg_get(cfg, "root", DEFAULT_ROOT))).expanduser()
+    cache_dir = Path(str(cfg_get(cfg, "cache_dir", DEFAULT_CACHE))).expanduser()
+    download = as_bool(cfg_get(cfg, "download", False), "download")
+
+    data = load_planetoid_data(name, root, cache_dir, download)
+    data, info = apply_missing_vector(data, rate, name, seed)
+    info.update(num_nodes=int(data.num_nodes), num_edges=int(data.num_edges),
+                num_train=int(data.train_mask.sum()), num_val=int(data.val_mask.sum()),
+                num_test=int(data.test_mask.sum()))
+    if device is not None:
+        data = data.to(device)
+    spec = DataSpec(num_features=int(data.x.size(1)), num_classes=int(data.y.max()) + 1)
+
+    def batches(generator: torch.Generator | None = None) -> list[Data]:
+        return [data]
+
+    return TaskData(name=str(cfg_get(cfg, "name", name.lower())), spec=spec, metric="acc",
+                    train_batches=batches, eval_batches=lambda: [data], info=info)

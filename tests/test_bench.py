@@ -1,0 +1,105 @@
+"""`python -m lipgnn.bench --tiny` end to end, plus the pieces whose numbers must be right."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from lipgnn.bench import CKPT_VARIANT, SUMMARY_COLUMNS, VARIANTS, Measurement, build_variant
+from lipgnn.bench.__main__ import parse_args
+from lipgnn.bench.graphs import SIZES, load_graph
+from lipgnn.bench.memory import measure_peak_mb
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    out = tmp_path_factory.mktemp("bench") / "tmp"
+    proc = subprocess.run([sys.executable, "-m", "lipgnn.bench", "--tiny", "--out", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    return out, proc
+
+
+def test_tiny_cli_writes_summary(tiny_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    out, proc = tiny_run
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    df = pd.read_csv(out / "summary.csv")
+    assert tuple(df.columns) == SUMMARY_COLUMNS
+    # Exactly one row per graph x depth x variant, plus the checkpointing row at the deepest depth.
+    grid = df[df.variant != CKPT_VARIANT]
+    assert sorted(grid.groupby(["graph", "depth"]).variant.apply(sorted).explode().unique()) == sorted(VARIANTS)
+    assert len(grid) == len(set(map(tuple, grid[["graph", "depth", "variant"]].values))) == 2 * len(VARIANTS)
+    assert set(grid.depth) == {2, 3} and set(grid.graph) == {"tiny"}
+    assert df[df.variant == CKPT_VARIANT][["graph", "depth"]].values.tolist() == [["tiny", 3]]
+    # The stock PyG stacks are the baselines: ratio exactly 1; every other ratio is median / baseline median.
+    assert (df[df.variant.str.startswith("pyg_")].ratio_vs_pyg == 1.0).all()
+    for _, row in df.iterrows():
+        kind = "gt" if row.variant in ("gt", "gt_lip", "pyg_gt") else "gat"
+        base = df[(df.graph == row.graph) & (df.depth == row.depth) & (df.variant == f"pyg_{kind}")].median_s.item()
+        assert row.ratio_vs_pyg == pytest.approx(row.median_s / base, rel=1e-4)
+    assert (df.median_s > 0).all() and (df.peak_mb >= 0).all()
+    assert (out / "summary.png").stat().st_size > 0
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["graph_sources"] == {"tiny": "random"} and meta["memory_method"]
+    details = pd.read_csv(out / "details.csv")
+    assert (details.n == 2).sum() == 2 * len(VARIANTS)
+    assert (details.q25_s <= details.median_s + 1e-12).all() and (details.median_s <= details.q75_s + 1e-12).all()
+    # Same weights, same maths: the fused stacks reproduce the stock PyG outputs.
+    assert (details.dropna(subset=["max_abs_diff_vs_pyg"]).max_abs_diff_vs_pyg < 1e-4).all()
+    assert "headline ratios" in proc.stdout
+
+
+def test_variants_share_weights_and_differ_only_in_the_conv() -> None:
+    graph = load_graph("tiny")
+    models = {v: build_variant(v, 3, graph.x.size(1), graph.num_classes) for v in (*VARIANTS, CKPT_VARIANT)}
+    convs = {v: type(m.blocks[0].conv).__name__ for v, m in models.items()}
+    assert convs == {"pyg_gat": "GATConv", "gat": "FusedLipGATConv", "gat_lip": "FusedLipGATConv",
+                     "pyg_gt": "TransformerConv", "gt": "FusedLipTransformerConv",
+                     "gt_lip": "FusedLipTransformerConv", CKPT_VARIANT: "FusedLipGATConv"}
+    assert [m.blocks[0].conv.lipschitz_norm for v, m in models.items() if not v.startswith("pyg_")] == [
+        False, True, False, True, True]
+    assert models[CKPT_VARIANT].checkpoint_activations and not models["gat_lip"].checkpoint_activations
+    for a, b in (("pyg_gat", "gat"), ("gat", "gat_lip"), ("pyg_gt", "gt"), ("gt", "gt_lip")):
+        sa, sb = models[a].state_dict(), models[b].state_dict()
+        assert sa.keys() == sb.keys()
+        assert all(torch.equal(sa[k], sb[k]) for k in sa)
+    # The ELU sits between convs, not after the last one (the models builder's stack).
+    assert models["gat"].blocks[0].act is not None and models["gat"].blocks[-1].act is None
+
+
+def test_graph_sizes_and_arguments() -> None:
+    assert (SIZES["arxiv"].nodes, SIZES["arxiv"].edges, SIZES["arxiv"].features) == (169343, 1166243, 128)
+    assert (SIZES["pubmed"].nodes, SIZES["pubmed"].edges) == (19717, 88648)
+    g = load_graph("cora", data_root="/nonexistent")  # no local copy -> random graph of Cora's size
+    assert (g.num_nodes, g.num_edges, g.x.size(1), g.source) == (2708, 10556, 1433, "random")
+    cfg = parse_args(["--graphs", "cora,pubmed", "--depths", "2,10", "--repeats", "3", "--out", "x"])
+    assert (cfg.graphs, cfg.depths, cfg.repeats, cfg.ckpt_depth) == (["cora", "pubmed"], [2, 10], 3, 30)
+    with pytest.raises(SystemExit):
+        parse_args(["--graphs", "citeseer"])
+
+
+def test_peak_memory_sees_a_large_allocation() -> None:
+    """A step that holds 200 MiB at its peak must report at least most of it (and not the whole process)."""
+
+    def step() -> None:
+        block = torch.ones(200 * 2**20 // 4)
+        block.add_(1)
+        del block
+
+    peak = measure_peak_mb(step, torch.device("cpu"))
+    assert 150 <= peak <= 400
+
+
+def test_measurement_statistics() -> None:
+    m = Measurement("g", 2, "gat", times_s=[3.0, 1.0, 2.0, 10.0])
+    assert m.median_s == 2.5
+    assert m.quantile(0.25) == pytest.approx(1.75) and m.quantile(0.75) == pytest.approx(4.75)
+    assert math.isnan(Measurement("g", 2, "gat").median_s)
