@@ -9,7 +9,7 @@ RESULTS ?= results
 EXP ?= table3
 BUDGET ?= cpu
 
-.PHONY: install demo test test-slow lint tables figures sweep sweep-status bench bench-tiny clean
+.PHONY: install demo test test-slow lint tables figures report sweep sweep-status bench bench-tiny clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -38,6 +38,9 @@ tables: install  ## results/tables/table{1,2,3}.{md,tex,csv} from the run record
 
 figures: install  ## results/figures/fig{2..6}.{png,pdf} from the run records
 	$(PY) scripts/make_figures.py --results-dir $(RESULTS)
+
+report: install  ## results/REPRODUCTION.md: refresh its auto-generated number blocks from the run records
+	$(PY) scripts/make_report.py --results-dir $(RESULTS)
 
 sweep: install  ## run one experiment's sweep here: make sweep EXP=table3 BUDGET=cpu
 	$(PY) train.py -m experiment=$(EXP) budget=$(BUDGET) results_dir=$(RESULTS) hydra/launcher=local

@@ -44,9 +44,13 @@ def main(argv: list[str] | None = None) -> int:
     status.add_argument("experiment", help="experiment name, e.g. table3")
     status.add_argument("--results-dir", default="results")
     status.add_argument("overrides", nargs="*", help="the sweep's overrides, e.g. budget=cpu")
-    args = parser.parse_args(argv)
+    # Overrides may come before or after --results-dir: collect the leftovers too.
+    args, extra = parser.parse_known_args(argv)
+    unknown = [item for item in extra if item.startswith("-")]
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command == "sweep-status":
         from lipgnn.sweep import print_sweep_status
 
-        return print_sweep_status(args.experiment, args.results_dir, args.overrides)
+        return print_sweep_status(args.experiment, args.results_dir, [*args.overrides, *extra])
     return 1

@@ -27,10 +27,12 @@ from lipgnn.nn.fused import (
     FusedLipTransformerConv,
     clear_csr_cache,
     csr_sddmm,
+    csr_sddmm_with_norms,
     csr_softmax,
     csr_spmm,
     gat_denominator_csr,
     get_csr_graph,
+    row_sq_norm,
     segment_max,
     transformer_denominator_csr,
 )
@@ -122,6 +124,7 @@ def test_sddmm_and_softmax_gradcheck(tiny_graph: CSRGraph, heads: int) -> None:
     a = torch.randn(g.num_dst, heads, 3, dtype=torch.float64, requires_grad=True)
     b = torch.randn(g.num_src, heads, 3, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda p, q: csr_sddmm(p, q, g), (a, b), fast_mode=heads > 1)
+    assert torch.autograd.gradcheck(lambda p, q: csr_sddmm_with_norms(p, q, g), (a, b), fast_mode=heads > 1)
     scores = torch.randn(g.num_edges, heads, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda s: csr_softmax(s, g), (scores,), fast_mode=heads > 1)
 
@@ -174,7 +177,11 @@ def test_per_node_denominators_equal_shared_functions(variant: str, heads: int) 
         return out.detach(), [t.grad for t in inputs]
 
     x = feats[0]
-    out_csr, g_csr = grads(lambda h, a, b: gat_denominator_csr(h, h, a, b, g, variant), [x, *att])
+    def gat_csr(h, a, b):
+        sq = row_sq_norm(h)
+        return gat_denominator_csr(sq, sq, a, b, g, variant)
+
+    out_csr, g_csr = grads(gat_csr, [x, *att])
     out_ref, g_ref = grads(
         lambda h, a, b: gat_lipschitz_denominator(h, h, a, b, g.edge_index, NUM_NODES, variant=variant), [x, *att]
     )
@@ -183,7 +190,9 @@ def test_per_node_denominators_equal_shared_functions(variant: str, heads: int) 
         torch.testing.assert_close(a, b)
 
     out_csr, g_csr = grads(
-        lambda q, k, v: transformer_denominator_csr(q, k, v, g, variant).index_select(0, g.row), feats
+        lambda q, k, v: transformer_denominator_csr(row_sq_norm(q), row_sq_norm(k), row_sq_norm(v), g, variant)
+        .index_select(0, g.row),
+        feats
     )
     out_ref, g_ref = grads(
         lambda q, k, v: transformer_lipschitz_denominator(

@@ -19,8 +19,12 @@ with a hand-written backward (torch's own autograd for sparse values is very slo
 
 Everything else is per node (``[N, H, C]``) or per edge and head (``[E, H]`` scalars): the scores
 ``a_src[j] + a_dst[i]`` (GAT) or ``<q_i, k_j>`` (GT, itself an SDDMM), the LipschitzNorm
-denominators (eq. (17)/(19), computed by :mod:`lipgnn.nn.lipschitz`), the segment softmax over the
-CSR rows and the attention dropout.
+denominators (eq. (17)/(19)), the segment softmax over the CSR rows and the attention dropout.
+:mod:`lipgnn.nn.lipschitz` defines the denominators; without edge features they depend only on
+per-node norms and one neighbour maximum per target, and are computed here in that per-node form
+(:func:`gat_denominator_csr`, :func:`transformer_denominator_csr`, built from the shared helpers and
+tested equal to the shared functions, values and gradients); with edge features the layers call
+the shared functions directly.
 
 The graph is preprocessed once per ``edge_index`` (self-loops as ``GATConv`` adds them, edges sorted
 by target then source, the CSR row pointer and the permutation to the transposed CSR) into a
@@ -60,10 +64,13 @@ __all__ = [
     "FusedLipTransformerConv",
     "clear_csr_cache",
     "csr_sddmm",
+    "csr_sddmm_with_norms",
     "csr_softmax",
     "csr_spmm",
     "gat_denominator_csr",
     "get_csr_graph",
+    "row_sq_norm",
+    "segment_max",
     "transformer_denominator_csr",
 ]
 
@@ -398,7 +405,9 @@ def csr_softmax(scores: Tensor, graph: CSRGraph) -> Tensor:
 # tensors, one gather and a segment max (edges of a target are contiguous). The two functions below
 # restate the shared formulas in that form, with the shared helpers (safe_sqrt, EPS, the reference
 # factor); tests/test_fused.py checks them against the shared functions, values and gradients.
-# With edge features the layers call the shared functions directly.
+# With edge features the layers call the shared functions directly. Why: on a PubMed-sized graph
+# (1 thread) the shared GAT denominator cost ~14 ms forward+backward per layer against ~7 ms here,
+# for a fused GAT layer of ~35 ms, i.e. a LipschitzNorm overhead of ~1.4x instead of ~1.2x.
 
 
 class _RowSqNorm(torch.autograd.Function):
@@ -585,8 +594,6 @@ class FusedLipGATConv(LipGATConv):
         if graph.num_edges == 0:
             out = x_src.new_zeros(graph.num_dst, H, C)
         else:
-            a_src, a_dst = self._node_scores(x_src, x_dst)
-            score = a_src.index_select(0, graph.col) + a_dst.index_select(0, graph.row)  # [E, H]
             edge_proj = None
             if edge_attr is not None and self.lin_edge is not None:
                 if isinstance(edge_index, CSRGraph):
@@ -595,9 +602,22 @@ class FusedLipGATConv(LipGATConv):
                 if ea.dim() == 1:
                     ea = ea.view(-1, 1)
                 edge_proj = self.lin_edge(ea).view(-1, H, C)
+            # The squared norms ‖Wx‖² of eq. (17) come with the score terms (same pass over Wx)
+            # unless edge features send the layer to the shared per-edge function.
+            need_sq = self.lipschitz_norm and edge_proj is None
+            a_src, a_dst, sq_src, sq_dst = self._node_terms(x_src, x_dst, need_sq)
+            score = a_src.index_select(0, graph.col) + a_dst.index_select(0, graph.row)  # [E, H]
+            if edge_proj is not None:
                 score = score + (edge_proj * self.att_edge).sum(-1)
             if self.lipschitz_norm:
-                score = self.alpha * score / self._lip_denominator(x_src, x_dst, edge_proj, graph)
+                if edge_proj is None:
+                    denom = gat_denominator_csr(sq_src, sq_dst, self.att_src, self.att_dst, graph, self.variant)
+                else:
+                    denom = gat_lipschitz_denominator(
+                        x_src, x_dst, self.att_src, self.att_dst, graph.edge_index, graph.num_dst,
+                        edge_proj=edge_proj, att_edge=self.att_edge, variant=self.variant,
+                    )
+                score = self.alpha * score / denom
             score = F.leaky_relu(score, self.negative_slope)
             alpha = csr_softmax(score, graph)
             alpha = F.dropout(alpha, p=self.dropout, training=self.training)
@@ -611,26 +631,22 @@ class FusedLipGATConv(LipGATConv):
         return out
 
 
-    def _node_scores(self, x_src: Tensor, x_dst: Tensor) -> tuple[Tensor, Tensor]:
-        """Per-node score terms ``a_src·Wx_j`` and ``a_dst·Wx_i`` (``[N, H]`` each)."""
-        if x_dst is not x_src:
-            return (x_src * self.att_src).sum(-1), (x_dst * self.att_dst).sum(-1)
-        # One matrix product against the block-diagonal [H·C, 2H] matrix of attention vectors reads
-        # the projection once instead of twice (forward and backward).
-        H, C = self.heads, self.out_channels
-        blocks = [torch.stack([self.att_src[0, h], self.att_dst[0, h]], dim=-1) for h in range(H)]
-        both = (x_src.reshape(-1, H * C) @ torch.block_diag(*blocks)).view(-1, H, 2)
-        return both[..., 0], both[..., 1]
-
-    def _lip_denominator(
-        self, x_src: Tensor, x_dst: Tensor, edge_proj: Tensor | None, graph: CSRGraph
-    ) -> Tensor:
-        if edge_proj is None:
-            return gat_denominator_csr(x_src, x_dst, self.att_src, self.att_dst, graph, self.variant)
-        return gat_lipschitz_denominator(
-            x_src, x_dst, self.att_src, self.att_dst, graph.edge_index, graph.num_dst,
-            edge_proj=edge_proj, att_edge=self.att_edge, variant=self.variant,
-        )
+    def _node_terms(
+        self, x_src: Tensor, x_dst: Tensor, with_norms: bool
+    ) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
+        """``a_src·Wx_j``, ``a_dst·Wx_i`` (``[N, H]``) and, if asked, ``‖Wx_j‖²``, ``‖Wx_i‖²``."""
+        if x_dst is not x_src:  # separate lin_src / lin_dst projections
+            a_src, a_dst = (x_src * self.att_src).sum(-1), (x_dst * self.att_dst).sum(-1)
+            if not with_norms:
+                return a_src, a_dst, None, None
+            return a_src, a_dst, row_sq_norm(x_src), row_sq_norm(x_dst)
+        blocks = [torch.stack([self.att_src[0, h], self.att_dst[0, h]], dim=-1) for h in range(self.heads)]
+        att = torch.block_diag(*blocks)  # [H·C, 2H]
+        if not with_norms:
+            both = _NodeScores.apply(x_src, att, False)
+            return both[..., 0], both[..., 1], None, None
+        both, sq = _NodeScores.apply(x_src, att, True)
+        return both[..., 0], both[..., 1], sq, sq
 
 
 class FusedLipTransformerConv(LipTransformerConv):
@@ -678,21 +694,28 @@ class FusedLipTransformerConv(LipTransformerConv):
         if graph.num_edges == 0:
             out = value.new_zeros(graph.num_dst, H, C)
         else:
-            dot = csr_sddmm(query, key, graph)  # [E, H]
             edge_proj = None
             if edge_attr is not None:
                 if isinstance(edge_index, CSRGraph):
                     raise ValueError("edge_attr needs the edge_index tensor, not a CSRGraph")
                 edge_proj = self.lin_edge(graph.edge_values(edge_attr, edge_index, 0.0)).view(-1, H, C)
-                q_e = query.index_select(0, graph.row)
-                dot = dot + (q_e * edge_proj).sum(-1)
+            sq_norms = None
+            if self.lipschitz_norm and edge_proj is None:
+                # Eq. (19) needs ‖q‖², ‖k‖²: the SDDMM computes them from the same inputs.
+                dot, q_sq, k_sq = csr_sddmm_with_norms(query, key, graph)
+                sq_norms = (q_sq, k_sq, row_sq_norm(value))
+            else:
+                dot = csr_sddmm(query, key, graph)  # [E, H]
+            if edge_proj is not None:
+                dot = dot + (query.index_select(0, graph.row) * edge_proj).sum(-1)
             if not self.lipschitz_norm:
                 score = dot / math.sqrt(C)
-            elif self.variant == "paper":
-                score = self.alpha * dot / self._lip_denominator(query, key, value, edge_proj, graph)
             else:
-                denom = self._lip_denominator(query, key, value, edge_proj, graph)
-                score = self.alpha * (dot / math.sqrt(C)) / denom
+                denom = self._lip_denominator(query, key, value, edge_proj, sq_norms, graph)
+                if self.variant == "paper":
+                    score = self.alpha * dot / denom
+                else:
+                    score = self.alpha * (dot / math.sqrt(C)) / denom
             alpha = csr_softmax(score, graph)
             alpha = F.dropout(alpha, p=self.dropout, training=self.training)
             out = csr_spmm(alpha, value, graph)
@@ -711,11 +734,12 @@ class FusedLipTransformerConv(LipTransformerConv):
         return out
 
     def _lip_denominator(
-        self, query: Tensor, key: Tensor, value: Tensor, edge_proj: Tensor | None, graph: CSRGraph
+        self, query: Tensor, key: Tensor, value: Tensor, edge_proj: Tensor | None,
+        sq_norms: tuple[Tensor, Tensor, Tensor] | None, graph: CSRGraph,
     ) -> Tensor:
         """Eq. (19) denominators per edge ``[E, H]``."""
-        if edge_proj is None:
-            return transformer_denominator_csr(query, key, value, graph, self.variant).index_select(0, graph.row)
+        if sq_norms is not None:
+            return transformer_denominator_csr(*sq_norms, graph, self.variant).index_select(0, graph.row)
         # Edge embeddings enter the key (and, for the paper variant, value) norms per edge.
         row, col = graph.row, graph.col
         raw_value = value.index_select(0, col)

@@ -44,7 +44,7 @@ RECORD_COLUMNS: tuple[str, ...] = (
 # ... followed by these extras, which the table/figure builders need: the model-selection rule, the
 # configured epoch budget, the paper's variant name, a hash of the configuration without its seed (runs
 # sharing it are the seeds of one grid point), the failure message and the full config.
-EXTRA_COLUMNS: tuple[str, ...] = ("selection", "epochs", "variant", "config_key", "error", "config")
+EXTRA_COLUMNS: tuple[str, ...] = ("selection", "epochs", "variant", "config_key", "error", "config", "max_train")
 COLUMNS: tuple[str, ...] = RECORD_COLUMNS + EXTRA_COLUMNS
 
 # Config entries that do not change what is computed (paths, devices, logging, bookkeeping): they are
@@ -52,7 +52,7 @@ COLUMNS: tuple[str, ...] = RECORD_COLUMNS + EXTRA_COLUMNS
 IGNORED_CONFIG_KEYS: tuple[str, ...] = (
     "seed", "device", "results_dir", "overwrite", "experiment_name", "log.progress", "logger", "hydra",
     "dataset.root", "dataset.cache_dir", "dataset.download", "model.impl", "train.checkpoint_every",
-    "train.checkpoint_activations",
+    "train.checkpoint_activations", "train.num_threads",
 )
 
 _MODEL_NAMES = {"gat": "GAT", "gt": "GT", "gcn": "GCN", "gin": "GIN", "ggnn": "GGNN", "gcnii": "GCNII"}
@@ -201,6 +201,8 @@ def flatten_record(record: Mapping[str, Any], path: str | os.PathLike | None = N
         "wall_time_s": _num(record.get("wall_time_s")),
         "path": str(path) if path is not None else None,
         "history": record.get("history") or {},
+        # Best train accuracy over all epochs: the TREES protocol (Alon & Yahav report best train accuracy).
+        "max_train": _max_finite((record.get("history") or {}).get("train")),
         "selection": normalise_selection(_get(cfg, "train.selection", "best_val")),
         "epochs": _get(cfg, "train.epochs"),
         "variant": variant_label(model, norm, residual) if model is not None else None,
@@ -322,3 +324,8 @@ def _truthy(value: Any) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in ("1", "true", "yes", "on")
     return bool(value) if value is not None and not (isinstance(value, float) and math.isnan(value)) else False
+
+
+def _max_finite(values: Any) -> float:
+    finite = [float(v) for v in (values or []) if v is not None and math.isfinite(float(v))]
+    return max(finite) if finite else math.nan

@@ -1,0 +1,354 @@
+"""Tests of lipgnn.results.report: the REPRODUCTION.md block updater (synthetic records, no training)."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import re
+from pathlib import Path
+
+import pytest
+
+from lipgnn.errors import ConfigError
+from lipgnn.results import write_record
+from lipgnn.results.report import (
+    BLOCK_NAMES,
+    PLACEHOLDER,
+    close_marker,
+    dropout_setting,
+    grid_breakdown,
+    open_marker,
+    render_blocks,
+    update_report,
+)
+from lipgnn.results.store import config_key, load_records
+from lipgnn.results.tables import TABLES, build_cells
+
+ROOT = Path(__file__).resolve().parents[1]
+NAN = float("nan")
+
+# ----------------------------------------------------------------------------------- synthetic records
+
+
+def make_config(experiment: str, model: str = "gat", norm: str = "none", dataset: str = "cora", depth: int = 2,
+                seed: int = 0, missing_rate: int = 0, tree_depth: int | None = None, lr: float = 0.005,
+                dropout: float = 0.6, residual: bool = False, epochs: int = 200) -> dict:
+    """A resolved config shaped like conf/config.yaml composed with its groups (as tests/test_results.py)."""
+    if dataset == "trees":
+        ds = {"name": "trees", "kind": "trees", "tree_depth": tree_depth, "num_trees": 1000}
+    else:
+        ds = {"name": dataset, "kind": "planetoid", "root": "/data", "missing_rate": missing_rate}
+    return {
+        "model": {"name": model, "hidden": 64, "heads": 1, "residual": residual, "dropout": dropout,
+                  "attn_dropout": 0.3 if dropout > 0 else 0.0, "impl": "pyg"},
+        "norm": {"name": norm}, "dataset": ds,
+        "train": {"epochs": epochs, "lr": lr, "selection": "best_val"},
+        "budget": {"name": "cpu"}, "depth": depth, "seed": seed, "device": "cpu", "results_dir": "results",
+        "experiment_name": experiment, "log": {"grad_norms": experiment == "fig2"},
+    }
+
+
+def make_record(experiment: str, *, val: float = 0.5, test: float = 0.5, train: float = 0.6,
+                status: str = "completed", history: dict | None = None, commit: str = "a" * 40, **cfg_kw) -> dict:
+    """A run record per docs/CONTRACTS.md; best and last points share (train, val, test)."""
+    cfg = make_config(experiment, **cfg_kw)
+    point = {"epoch": 3, "loss": 0.7, "train": train, "val": val, "test": test}
+    hist = history if history is not None else {
+        "epoch": [1, 2, 3], "loss": [1.5, 1.0, 0.7], "train": [train / 2, train, train],
+        "val": [val / 2, val, val], "test": [test / 2, test, test]}
+    return {
+        "run_id": f"{config_key(cfg)}-s{cfg['seed']}", "experiment": experiment, "status": status,
+        "config": cfg, "seed": cfg["seed"], "metric": "acc", "history": hist, "best": dict(point),
+        "last": dict(point), "epochs_run": 3, "wall_time_s": 36.0, "device": "cpu", "versions": {},
+        "git_commit": commit, "info": {}, "error": None,
+    }
+
+
+def block(text: str, name: str) -> str:
+    """The content of block ``name`` in a report."""
+    # Markers count only on a line of their own (an inline-quoted marker is prose).
+    match = re.search(r"^[ \t]*" + re.escape(open_marker(name)) + r"[ \t]*\r?\n(.*?)" + re.escape(close_marker(name)),
+                      text, re.S | re.M)
+    assert match, f"block {name} not found"
+    return match.group(1)
+
+
+def outside(text: str) -> str:
+    """The report with the content of every known block removed (what must survive byte for byte)."""
+    for name in BLOCK_NAMES:
+        text = re.sub(r"^([ \t]*)" + re.escape(open_marker(name)) + r".*?" + re.escape(close_marker(name)),
+                      r"\1" + open_marker(name) + close_marker(name), text, flags=re.S | re.M)
+    return text
+
+
+def fig2_records(results: Path, gat_peak: float, lip_peak: float) -> None:
+    """GAT and GAT-Lip, 3 layers x 4 epochs; the peaks sit at the last epoch of layer 0."""
+    for norm, peak in (("none", gat_peak), ("lip", lip_peak)):
+        grads = [[0.1, 0.2, 0.3], [0.1, 0.1, 0.1], [0.2, 0.2, 0.2], [peak, 0.1, None]]
+        hist = {"epoch": [1, 2, 3, 4], "train": [0.1, 0.2, 0.3, 0.4], "val": [0.1] * 4, "test": [0.1] * 4,
+                "grad_norms": grads}
+        write_record(results, make_record("fig2", norm=norm, depth=3, history=hist, train=0.4))
+
+
+def table3_records(results: Path, lip_wins: bool) -> None:
+    """Cora, 30 layers, two grid points per variant: (lr 0.005, authors' dropout) and (lr 0.001, none)."""
+    good, bad = (0.70, 0.68), (0.40, 0.38)
+    for model_norm, variant_good_at_first in ((("gat", "none"), not lip_wins), (("gat", "lip"), lip_wins)):
+        model, norm = model_norm
+        first = good if variant_good_at_first else bad
+        # seeds 0, 1 at (0.005, authors'); seed 2 there diverged.
+        for seed, delta in ((0, -0.05), (1, 0.05)):
+            write_record(results, make_record("table3", model=model, norm=norm, depth=30, seed=seed, lr=0.005,
+                                              dropout=0.6, val=first[0] + delta, test=first[1] + delta))
+        write_record(results, make_record("table3", model=model, norm=norm, depth=30, seed=2, lr=0.005,
+                                          dropout=0.6, status="diverged", val=NAN, test=NAN))
+        # (0.001, none): GAT always leads here (so the leader depends on the grid point when Lip wins).
+        second = (0.60, 0.58) if model_norm == ("gat", "none") else (0.55, 0.50)
+        for seed in (0, 1):
+            write_record(results, make_record("table3", model=model, norm=norm, depth=30, seed=seed, lr=0.001,
+                                              dropout=0.0, val=second[0], test=second[1]))
+
+
+# ------------------------------------------------------------------------------------------- updater
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_text_outside_markers_is_kept_byte_for_byte(tmp_path: Path, newline: str) -> None:
+    results = tmp_path / "results"
+    fig2_records(results, 1e6, 2.0)
+    report = results / "REPRODUCTION.md"
+    original = newline.join([
+        "# My report — ünïcödé, `<!-- auto:protocol -->` quoted inline is not a marker",
+        "", "Intro  with trailing spaces   ", "",
+        open_marker("claim-gradients"), "OLD NUMBER 99.9", close_marker("claim-gradients"),
+        "Hand-written discussion of Fig. 2.", "",
+        open_marker("custom"), "my own block, not known to lipgnn", close_marker("custom"),
+        "  " + open_marker("protocol") + "  ", "stale", close_marker("protocol"),
+        "tail without final newline"])
+    report.write_bytes(original.encode("utf-8"))
+    result = update_report(results)
+    new = report.read_bytes().decode("utf-8")
+    assert outside(new) == outside(original)
+    assert new.startswith(original[: original.index(open_marker("claim-gradients"))])
+    assert new.endswith(newline + "tail without final newline")
+    assert "OLD NUMBER 99.9" not in new and "stale" not in block(new.replace("\r\n", "\n"), "protocol")
+    assert "my own block, not known to lipgnn" in new
+    assert "= 1.00e+06 / 2.00e+00 = 5e+05." in new  # the ratio, from the records
+    assert result.updated == ("claim-gradients", "protocol") and result.unknown == ("custom",)
+    assert set(result.missing) == set(BLOCK_NAMES) - {"claim-gradients", "protocol"}
+    if newline == "\r\n":
+        assert "\n" not in new.replace("\r\n", "")  # the file's own line endings are kept everywhere
+
+
+def test_skeleton_has_every_block_heading_and_placeholder_and_says_what_is_missing(tmp_path: Path) -> None:
+    results = tmp_path / "empty"  # no runs/ folder at all
+    result = update_report(results)
+    assert result.created and result.updated == BLOCK_NAMES
+    text = (results / "REPRODUCTION.md").read_text(encoding="utf-8")
+    assert text.count("## ") == len(BLOCK_NAMES) and text.count(PLACEHOLDER) == len(BLOCK_NAMES)
+    for name in BLOCK_NAMES:
+        content = block(text, name)
+        assert "not run" in content, name
+    assert "needs the OGB download" in block(text, "claim-missing-vector")
+    assert "needs the OGB download" in block(text, "claim-depth")  # ogbn-arxiv/proteins of Fig. 6
+    assert "cannot be judged" in block(text, "claim-gradients")
+    assert update_report(results).changed is False
+
+
+def test_idempotent_and_deterministic(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    fig2_records(results, 1e6, 2.0)
+    table3_records(results, lip_wins=True)
+    for d, acc in ((2, 0.9), (3, 0.5)):
+        for norm in ("none", "lip"):
+            write_record(results, make_record("fig5", norm=norm, dataset="trees", tree_depth=d, depth=d + 1,
+                                              train=acc if norm == "lip" else acc / 2))
+    first = update_report(results)
+    once = (results / "REPRODUCTION.md").read_bytes()
+    second = update_report(results)
+    assert first.created and not second.changed
+    assert (results / "REPRODUCTION.md").read_bytes() == once
+    other = update_report(results, tmp_path / "copy.md")  # a fresh render gives the same bytes
+    assert other.path.read_bytes() == once
+
+
+def test_marker_errors_leave_the_file_untouched(tmp_path: Path) -> None:
+    report = tmp_path / "r.md"
+    for broken in (f"{open_marker('protocol')}\nno end\n",
+                   f"{close_marker('protocol')}\n",
+                   f"{open_marker('protocol')}\n{open_marker('claim-fig4')}\n{close_marker('claim-fig4')}\n"):
+        report.write_text(broken)
+        with pytest.raises(ConfigError, match="line"):
+            update_report(tmp_path, report)
+        assert report.read_text() == broken
+
+
+def test_missing_markers_warn_or_append(tmp_path: Path, caplog) -> None:
+    report = tmp_path / "r.md"
+    report.write_text(f"prose\n\n{open_marker('protocol')}\n{close_marker('protocol')}\n")
+    with caplog.at_level(logging.WARNING, logger="lipgnn.results"):
+        result = update_report(tmp_path, report)
+    assert "claim-fig4" in result.missing and "claim-fig4" in caplog.text
+    result = update_report(tmp_path, report, append_missing=True)
+    text = report.read_text()
+    assert result.appended == tuple(n for n in BLOCK_NAMES if n != "protocol")
+    assert text.startswith("prose\n\n" + open_marker("protocol"))
+    assert all(open_marker(n) in text for n in BLOCK_NAMES)
+    assert not update_report(tmp_path, report).changed
+
+
+# ------------------------------------------------------------------------------------ block contents
+
+
+def test_gradient_block_numbers_and_verdict_flip(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    fig2_records(results, 5e6, 2.0)
+    text = render_blocks(results)["claim-gradients"]
+    # GAT: values 0.1 x5, 0.2 x4, 0.3, 5e6 (the null is left out): median (6th of 11) 0.2; epoch 1 mean
+    # 0.2; last epoch mean (5e6 + 0.1) / 2 = 2.50e+06; final train 40.0.
+    assert "| GAT | 1 (0) | Cora | 3 | 4 | 5.00e+06 | 2.00e-01 | 2.00e-01 | 2.50e+06 | 40.0 |" in text
+    assert "= 5.00e+06 / 2.00e+00 = 2.5e+06." in text
+    assert "1 non-finite gradient norms" in text
+    assert "**Verdict: holds**" in text
+    fig2_records(results, 150.0, 2.0)  # same run ids: the records are replaced
+    text = render_blocks(results)["claim-gradients"]
+    assert "= 1.50e+02 / 2.00e+00 = 75." in text
+    assert "**Verdict: does not hold**" in text
+
+
+def test_residual_grid_breakdown_means_by_hand_and_cells_equal_the_tables(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    table3_records(results, lip_wins=True)
+    text = render_blocks(results)["claim-residual"]
+    # GAT-Lip at (0.005, authors'): seeds 0, 1 -> val (0.65 + 0.75) / 2 = 70.0, test (0.63 + 0.73) / 2 = 68.0;
+    # seed 2 diverged: counted, not averaged. It is the configuration the cell selects.
+    assert "| GAT-Lip | 0.005 | authors' | 3 | 1 | 70.0 | 68.0 | ✓ |" in text
+    assert "| GAT | 0.005 | authors' | 3 | 1 | 40.0 | 38.0 |  |" in text
+    assert "| GAT | 0.001 | none | 2 | 0 | 60.0 | 58.0 | ✓ |" in text
+    # Variants without records still get rows, saying so.
+    assert "| GAT-res | 0.005 | authors' | not run |" in text
+    assert "Cora 15 layers: not run in this budget." in text
+    # Table 3 cells are the tables' own cells.
+    spec = TABLES["table3"]
+    cells = {(c.row, c.column): c for c in build_cells(load_records(results, "table3"), spec)}
+    gat_lip = cells[("GAT-Lip", "Cora 30 layers")]
+    assert gat_lip.ours_text(False) == "68.0 ± 7.1 [1/3 div.]"
+    assert f"| GAT-Lip | not run | 79.4 ± 0.7 | {gat_lip.ours_text(False)} | 69.3 ± 4.1 |" in text
+    assert "Cora 30 layers: ours ranks **GAT-Lip** first" in text
+    assert "agrees with the paper" not in text  # paper ranks GAT-Lip-res first
+    assert "the leader depends on the grid point" in text
+    table3_records(results, lip_wins=False)
+    text = render_blocks(results)["claim-residual"]
+    assert "Cora 30 layers: ours ranks **GAT** first" in text
+    assert "the same variant leads at every grid point" in text
+
+
+def test_grid_breakdown_frame_and_dropout_setting(tmp_path: Path) -> None:
+    assert dropout_setting(0.6) == "authors'" and dropout_setting(0.0) == "none" and dropout_setting(None) == "?"
+    results = tmp_path / "results"
+    table3_records(results, lip_wins=True)
+    grid = grid_breakdown(load_records(results, "table3"), TABLES["table3"].rows)
+    assert len(grid) == 4 * 2  # 4 variants x 2 grid points, two of them not run
+    row = grid[(grid["variant"] == "GAT") & (grid["lr"] == 0.001)].iloc[0]
+    assert (row["runs"], row["diverged"], row["dropout"]) == (2, 0, "none")
+    assert row["val"] == pytest.approx(0.60) and row["test"] == pytest.approx(0.58)
+    assert (grid[grid["variant"] == "GAT-res"]["runs"] == 0).all()
+
+
+def test_missing_vector_verdicts_follow_the_records(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+
+    def write(gat_tests: tuple[float, float], lip_tests: tuple[float, float]) -> None:
+        for (model, norm), tests in ((("gat", "none"), gat_tests), (("gat", "lip"), lip_tests)):
+            for seed, t in enumerate(tests):
+                write_record(results, make_record("table1", model=model, norm=norm, missing_rate=100, depth=4,
+                                                  seed=seed, val=t, test=t))
+
+    write((0.60, 0.62), (0.70, 0.72))
+    text = render_blocks(results)["claim-missing-vector"]
+    assert "- Cora 100%: **holds** — GAT-Lip is our best row (71.0)" in text
+    assert "- CiteSeer 100%: **not run**" in text
+    spec = TABLES["table1"]
+    for cell in build_cells(load_records(results, "table1"), spec):
+        if cell.state == "ok":
+            assert f"| {cell.row} | {cell.ours_text(True)} |" in text
+    write((0.72, 0.76), (0.72, 0.72))  # GAT 74.0 ± 2.8, GAT-Lip 72.0: 2 points behind, within one std
+    text = render_blocks(results)["claim-missing-vector"]
+    assert "- Cora 100%: **holds within one std** — our best row is GAT (74.0)" in text
+    write((0.74, 0.76), (0.70, 0.72))  # GAT 75.0 ± 1.4, GAT-Lip 71.0: 4 points behind
+    text = render_blocks(results)["claim-missing-vector"]
+    assert "- Cora 100%: **does not hold** — our best row is GAT (75.0)" in text
+
+
+def test_depth_trees_and_fig4_blocks(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    for norm, curve in (("none", [0.3, 0.2, 0.1]), ("lip", [0.4, 0.9, 0.8])):
+        hist = {"epoch": [1, 2, 3], "train": curve, "val": [0.1, 0.2, 0.3], "test": [0.1, 0.2, 0.3]}
+        write_record(results, make_record("fig3", norm=norm, depth=30, history=hist, train=curve[-1]))
+        write_record(results, make_record("fig6", norm=norm, depth=30, test=0.7 if norm == "lip" else 0.3))
+        write_record(results, make_record("fig6", model="gt", norm=norm, depth=30,
+                                          test=0.2 if norm == "lip" else 0.3))
+    # Trees: the best train accuracy is the max of the curve (0.95), not the record's best/last (0.6).
+    for variant_norm, curve in ((("gat", "lip"), [0.2, 0.95, 0.6]), (("gat", "pairnorm"), [0.5, 0.7, 0.6]),
+                                (("gcn", "none"), [0.1, 0.2, 0.3])):
+        model, norm = variant_norm
+        hist = {"epoch": [1, 2, 3], "train": curve, "val": [0.1] * 3, "test": [0.1] * 3}
+        write_record(results, make_record("fig5", model=model, norm=norm, dataset="trees", tree_depth=4, depth=5,
+                                          history=hist, train=0.6))
+    for depth, (gat, lip) in ((2, (0.5, 0.6)), (10, (0.2, 0.7))):
+        for norm, t in (("none", gat), ("lip", lip)):
+            write_record(results, make_record("fig4", norm=norm, dataset="pubmed", missing_rate=100, depth=depth,
+                                              val=t, test=t))
+    blocks = render_blocks(results)
+    depth = blocks["claim-depth"]
+    assert "| 30 | 10.0 [1 seed] | 30.0 [1 seed] | 80.0 [1 seed] | 90.0 [1 seed] |" in depth
+    assert "- Fig. 3 Cora, GAT-Lip vs GAT: **holds**" in depth
+    assert "- Fig. 6 Cora, GAT-Lip vs GAT: **holds**" in depth
+    assert "- Fig. 6 Cora, GT-Lip vs GT: **does not hold**" in depth
+    assert "- ogbn-proteins: needs the OGB download." in depth and "- PubMed: not run in this budget." in depth
+    trees = blocks["claim-trees"]
+    assert "| GAT-Lip | 95.0 [1 seed] |" in trees and "| GIN | not run |" in trees
+    assert "Tree depths not run in this budget: 2, 3, 5, 6, 7, 8, 9, 10" in trees
+    assert "**Verdict: holds** — GAT-Lip leads at d=4." in trees
+    fig4 = blocks["claim-fig4"]
+    assert "| 10 | 20.0 [1 seed] | 70.0 [1 seed] |" in fig4
+    assert "- PubMed 100%, GAT-Lip vs GAT: **holds**" in fig4
+    assert "- PubMed 100%, GAT-Lip improves with depth: **holds**" in fig4
+
+
+def test_corrupt_json_does_not_crash_and_is_counted(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    table3_records(results, lip_wins=True)
+    (results / "runs" / "table3" / "broken.json").write_text('{"schema": 1, "run_id": "x", "conf')
+    (results / "runs" / "fig2").mkdir(parents=True)
+    (results / "runs" / "fig2" / "list.json").write_text("[1, 2]")
+    (results / "runs" / "oddball").mkdir()
+    (results / "runs" / "oddball" / "empty.json").write_text("")
+    update_report(results)
+    text = (results / "REPRODUCTION.md").read_text(encoding="utf-8")
+    protocol = block(text, "protocol")
+    assert "`runs/table3/`: 1 file(s) skipped" in protocol and "`runs/fig2/`: 1 file(s) skipped" in protocol
+    # 2 variants x (2 + 1 diverged + 2) runs of 36 s each: 0.10 h.
+    assert ("| table3 | 10 | 8 | 2 | 0 | cpu | 200 (3) | 0-2 (2-3 per configuration) | best_val | 0.10 | "
+            "`aaaaaaaaaa` (10) |") in protocol
+    assert "| fig2 | 0 |" in protocol and "| oddball | 0 |" in protocol and "| fig4 | not run in this budget |" \
+        in protocol
+    assert "70.0" in block(text, "claim-residual")
+
+
+def test_script_check_and_update(tmp_path: Path, capsys) -> None:
+    spec = importlib.util.spec_from_file_location("make_report", ROOT / "scripts" / "make_report.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    results = tmp_path / "results"
+    assert module.main(["--results-dir", str(results), "--check"]) == 1
+    assert not (results / "REPRODUCTION.md").exists()
+    assert module.main(["--results-dir", str(results)]) == 0
+    assert module.main(["--results-dir", str(results), "--check"]) == 0
+    fig2_records(results, 1e6, 2.0)
+    assert module.main(["--results-dir", str(results), "--check"]) == 1
+    assert module.main(["--results-dir", str(results)]) == 0
+    assert "updated" in capsys.readouterr().out
+    (results / "REPRODUCTION.md").write_text(f"{open_marker('protocol')}\n")
+    assert module.main(["--results-dir", str(results)]) == 2
+    assert "error:" in capsys.readouterr().err
