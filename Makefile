@@ -49,10 +49,10 @@ sweep-status: install  ## done / diverged / failed / missing runs of a sweep: ma
 	$(VENV)/bin/lipgnn sweep-status $(EXP) --results-dir $(RESULTS) budget=$(BUDGET)
 
 bench: install  ## deep-attention speed/memory benchmark -> results/bench/summary.csv
-	$(PY) -m lipgnn.bench --out $(RESULTS)/bench
+	$(PY) -m lipgnn.bench --threads 1 --out $(RESULTS)/bench
 
 bench-tiny: install
-	$(PY) -m lipgnn.bench --tiny --out /tmp/lipgnn-bench-tiny
+	$(PY) -m lipgnn.bench --tiny --threads 1 --out /tmp/lipgnn-bench-tiny
 
 clean:
 	rm -rf .cache .pytest_cache

@@ -9,18 +9,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")  # headless: figures are files, never windows
 
-try:
-    import lipgnn  # noqa: F401
-except ImportError:  # run from a checkout without `pip install -e .`: use the repository root
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from lipgnn.results.figures import FIGURES, make_figures  # noqa: E402
+from lipgnn.results.figures import FIGURES, make_figures
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,15 +11,9 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from pathlib import Path
 
-try:
-    import lipgnn  # noqa: F401
-except ImportError:  # run from a checkout without `pip install -e .`: use the repository root
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from lipgnn.errors import LipgnnError  # noqa: E402
-from lipgnn.results.report import BLOCK_NAMES, REPORT_NAME, update_report  # noqa: E402
+from lipgnn.errors import LipgnnError
+from lipgnn.results.report import BLOCK_NAMES, REPORT_NAME, update_report
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,14 +8,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-try:
-    import lipgnn  # noqa: F401
-except ImportError:  # run from a checkout without `pip install -e .`: use the repository root
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from lipgnn.results.tables import TABLES, make_tables  # noqa: E402
+from lipgnn.results.tables import TABLES, make_tables
 
 
 def main(argv: list[str] | None = None) -> int:

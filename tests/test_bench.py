@@ -15,7 +15,7 @@ import torch
 from lipgnn.bench import CKPT_VARIANT, SUMMARY_COLUMNS, VARIANTS, Measurement, build_variant
 from lipgnn.bench.__main__ import parse_args
 from lipgnn.bench.graphs import SIZES, load_graph
-from lipgnn.bench.memory import measure_peak_mb
+from lipgnn.bench.memory import TensorPeak, measure_peak_mb, measure_step_memory
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -96,6 +96,23 @@ def test_peak_memory_sees_a_large_allocation() -> None:
 
     peak = measure_peak_mb(step, torch.device("cpu"))
     assert 150 <= peak <= 400
+    process, tensors = measure_step_memory(step, torch.device("cpu"))
+    assert 150 <= process <= 400 and tensors == pytest.approx(200, abs=1)
+
+
+def test_tensor_peak_counts_live_storages_once() -> None:
+    mib = 2**20 // 4  # float32 elements per MiB
+    tracker = TensorPeak()
+    with tracker:
+        a = torch.zeros(100 * mib)
+        view = a[: 10 * mib]  # a view: no new storage
+        b = view + 1  # 10 MiB
+        del a, view  # the 100 MiB storage is freed here
+        c = torch.zeros(50 * mib)
+    assert tracker.peak / 2**20 == pytest.approx(110)
+    assert tracker.live / 2**20 == pytest.approx(60)
+    del b, c
+    assert tracker.live == 0
 
 
 def test_measurement_statistics() -> None:

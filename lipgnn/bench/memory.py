@@ -12,6 +12,14 @@ allocator overhead, i.e. everything the step adds on top of the resident model a
 peak counter cannot be reset, ``ru_maxrss`` minus the pre-step RSS is used instead; it can only
 overestimate (an earlier, higher peak of the same process would show through), and the method name
 says so.
+
+The process-level number includes what the C allocator keeps after ``free`` inside the step (heap
+fragmentation) and library workspaces, so it understates what activation checkpointing saves. The
+tensor-level peak (:class:`TensorPeak`: the largest total size of the tensor storages created in the
+step and still alive, the CPU analogue of CUDA's ``max_memory_allocated``) is therefore recorded
+alongside it. Measured here (PubMed size, 30 layers): glibc's default allocator kept the process peak
+of a checkpointed step at 484 MiB for 163 MiB of tensors; with ``MALLOC_MMAP_THRESHOLD_=1048576`` in
+the environment (large blocks always mmap'ed, so freed at once) it was 231 MiB.
 """
 
 from __future__ import annotations
@@ -21,10 +29,13 @@ import ctypes.util
 import gc
 import resource
 import sys
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 _STATUS = Path("/proc/self/status")
 _CLEAR_REFS = Path("/proc/self/clear_refs")
@@ -96,3 +107,56 @@ def measure_peak_mb(step: Callable[[], object], device: torch.device) -> float:
     step()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * unit
     return max(peak - base, 0) / 2**20
+
+
+class TensorPeak(TorchDispatchMode):
+    """Peak bytes of tensor storages allocated while the mode is active and still alive.
+
+    Every op's outputs are registered once per storage (views share it); a weak finalizer on the
+    storage (torch keeps one Python object per live storage) subtracts it when freed. Works on any
+    device; memory that is not a tensor (allocator slack, library workspaces) is not counted.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.live = 0
+        self.peak = 0
+        self._sizes: dict[int, int] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        out = func(*args, **(kwargs or {}))
+        for t in tree_leaves(out):
+            if not isinstance(t, torch.Tensor):
+                continue
+            if t.layout != torch.strided:  # sparse outputs: count their freshly made values
+                if t.layout in (torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc):
+                    t = t.values()
+                else:
+                    continue
+            self._register(t)
+        return out
+
+    def _register(self, t: torch.Tensor) -> None:
+        storage = t.untyped_storage()
+        key = storage.data_ptr()
+        if not key or key in self._sizes:
+            return
+        self._sizes[key] = storage.nbytes()
+        self.live += storage.nbytes()
+        self.peak = max(self.peak, self.live)
+        weakref.finalize(storage, self._free, key)
+
+    def _free(self, key: int) -> None:
+        self.live -= self._sizes.pop(key, 0)
+
+
+def measure_step_memory(step: Callable[[], object], device: torch.device) -> tuple[float, float]:
+    """``(process peak MiB, tensor peak MiB)`` of one ``step()`` (see the module docstring)."""
+    tracker = TensorPeak()
+
+    def tracked() -> None:
+        with tracker:
+            step()
+
+    process = measure_peak_mb(tracked, device)
+    return process, tracker.peak / 2**20

@@ -43,7 +43,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lipgnn.bench.graphs import SIZES, BenchGraph, load_graph
-from lipgnn.bench.memory import measure_peak_mb, memory_method
+from lipgnn.bench.memory import measure_step_memory, memory_method
 
 VARIANTS: tuple[str, ...] = ("pyg_gat", "gat", "gat_lip", "pyg_gt", "gt", "gt_lip")
 CKPT_VARIANT = "gat_lip_ckpt"
@@ -67,6 +67,7 @@ class Measurement:
     times_s: list[float] = field(default_factory=list)
     cpu_s: list[float] = field(default_factory=list)  # process CPU time of the same steps
     peak_mb: float = math.nan
+    tensor_peak_mb: float = math.nan
     prep_s: float = 0.0
     max_abs_diff_vs_pyg: float = math.nan
     ratio_vs_pyg: float = math.nan
@@ -199,8 +200,9 @@ def bench_config(graph: BenchGraph, depth: int, variants: Sequence[str], repeats
     steps = {v: make_step(m, graph, device) for v, m in models.items()}
     for v in variants:  # warm-up step = memory measurement
         results[v].prep_s = _prebuild_csr(v, graph)
-        results[v].peak_mb = measure_peak_mb(steps[v], device)
-        log(f"  warm-up {graph.name} L={depth} {v}: peak {results[v].peak_mb:.0f} MiB")
+        results[v].peak_mb, results[v].tensor_peak_mb = measure_step_memory(steps[v], device)
+        log(f"  warm-up {graph.name} L={depth} {v}: peak {results[v].peak_mb:.0f} MiB "
+            f"(tensors {results[v].tensor_peak_mb:.0f} MiB)")
     order = list(variants)
     for r in range(repeats):
         shift = r % len(order)
@@ -302,6 +304,7 @@ def _write(cfg: BenchConfig, results: list[Measurement], sources: dict[str, str]
                                                             float_format="%.6g")
     details = [{**row, "q25_s": m.quantile(0.25), "q75_s": m.quantile(0.75), "min_s": min(m.times_s, default=math.nan),
                 "max_s": max(m.times_s, default=math.nan), "n": len(m.times_s), "cpu_median_s": m.cpu_median_s,
+                "tensor_peak_mb": m.tensor_peak_mb,
                 "prep_s": m.prep_s,
                 "max_abs_diff_vs_pyg": m.max_abs_diff_vs_pyg, "times_s": " ".join(f"{t:.4f}" for t in m.times_s)}
                for row, m in zip(rows, results, strict=True)]
@@ -310,7 +313,9 @@ def _write(cfg: BenchConfig, results: list[Measurement], sources: dict[str, str]
         "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
         "device": str(device), "torch": torch.__version__, "threads": torch.get_num_threads(),
         "platform": platform.platform(), "processor": platform.processor(),
-        "memory_method": memory_method(device), "graph_sources": sources,
+        "memory_method": memory_method(device),
+        "tensor_memory_method": "peak live bytes of tensor storages created in the step (TorchDispatchMode)",
+        "graph_sources": sources,
         "graph_sizes": {k: asdict(v) for k, v in SIZES.items()}, "elapsed_s": elapsed,
         "step": "zero_grad + forward + cross-entropy (all nodes) + backward + Adam",
     }
@@ -358,13 +363,14 @@ def plot(results: list[Measurement], path: Path) -> None:
 def format_report(results: list[Measurement]) -> str:
     """Human-readable table plus the headline ratios (Lip overhead, speed-up over stock PyG)."""
     lines = [f"{'graph':8} {'depth':>5} {'variant':13} {'median_s':>9} {'IQR_s':>17} {'min-max_s':>17} "
-             f"{'ratio':>6} {'peak_MiB':>9} {'max|Δ|':>8}"]
+             f"{'ratio':>6} {'peak_MiB':>9} {'tensor_MiB':>10} {'max|Δ|':>8}"]
     for m in results:
         lines.append(
             f"{m.graph:8} {m.depth:5d} {m.variant:13} {m.median_s:9.4f} "
             f"{_fmt(m.quantile(0.25), '.4f'):>8}-{_fmt(m.quantile(0.75), '.4f'):<8} "
             f"{_fmt(min(m.times_s, default=math.nan), '.4f'):>8}-{_fmt(max(m.times_s, default=math.nan), '.4f'):<8} "
-            f"{_fmt(m.ratio_vs_pyg, '.3f'):>6} {_fmt(m.peak_mb, '.0f'):>9} {_fmt(m.max_abs_diff_vs_pyg, '.1e'):>8}"
+            f"{_fmt(m.ratio_vs_pyg, '.3f'):>6} {_fmt(m.peak_mb, '.0f'):>9} {_fmt(m.tensor_peak_mb, '.0f'):>10} "
+            f"{_fmt(m.max_abs_diff_vs_pyg, '.1e'):>8}"
         )
     by_key = {(m.graph, m.depth, m.variant): m for m in results}
     lines.append("headline ratios (wall-clock medians of the same run; process-CPU-time medians in brackets):")
@@ -378,7 +384,8 @@ def format_report(results: list[Measurement]) -> str:
                 parts.append(f"{label} {a.median_s / b.median_s:.2f} (cpu {a.cpu_median_s / b.cpu_median_s:.2f})")
         a, b = by_key.get((g, d, "gat_lip")), by_key.get((g, d, CKPT_VARIANT))
         if a is not None and b is not None and b.peak_mb > 0:
-            parts.append(f"memory gat_lip/gat_lip_ckpt {a.peak_mb / b.peak_mb:.2f}x")
+            parts.append(f"memory cut by checkpointing: process {a.peak_mb / b.peak_mb:.2f}x, "
+                         f"tensors {a.tensor_peak_mb / b.tensor_peak_mb:.2f}x")
         if parts:
             lines.append(f"  {g} L={d}: " + "; ".join(parts))
     return "\n".join(lines)

@@ -558,9 +558,11 @@ class FusedLipGATConv(LipGATConv):
         \qquad a_{ij,h} = \mathrm{softmax}_j\big(\mathrm{LeakyReLU}(\alpha\, e_{ij,h} / c_{ij,h})\big),
 
     with :math:`e_{ij,h} = \mathbf{a}_{src,h}^\top \mathbf{W}_h x_j + \mathbf{a}_{dst,h}^\top
-    \mathbf{W}_h x_i` and :math:`c` LipschitzNorm's denominator (eq. 17, from
-    :func:`~lipgnn.nn.lipschitz.gat_lipschitz_denominator`; :math:`c = \alpha = 1` without it). The
-    scores are gathered per edge from per-node terms, the softmax runs over CSR rows
+    \mathbf{W}_h x_i` and :math:`c` LipschitzNorm's denominator (eq. 17: :func:`gat_denominator_csr`,
+    or :func:`~lipgnn.nn.lipschitz.gat_lipschitz_denominator` with edge features; without
+    LipschitzNorm :math:`c = \alpha = 1`). The per-node terms (both score halves and
+    :math:`\|\mathbf{W}x\|^2`) come from one pass over the projection, the scores are gathered per
+    edge, the softmax runs over CSR rows
     (:func:`csr_softmax`) and the weighted sum is one SpMM per head (:func:`csr_spmm`), so no
     ``[E, H, C]`` tensor is formed unless edge features are used.
 
@@ -630,7 +632,6 @@ class FusedLipGATConv(LipGATConv):
             out = out + self.bias
         return out
 
-
     def _node_terms(
         self, x_src: Tensor, x_dst: Tensor, with_norms: bool
     ) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
@@ -661,7 +662,8 @@ class FusedLipTransformerConv(LipTransformerConv):
 
     with :math:`c = \sqrt{d}` without LipschitzNorm and eq. (19)'s
     :math:`\max\{u v, u w, v w\}/\alpha` with it (times :math:`\sqrt{d}` for
-    ``variant="reference"``), from :func:`~lipgnn.nn.lipschitz.transformer_lipschitz_denominator`.
+    ``variant="reference"``), from :func:`transformer_denominator_csr` (or
+    :func:`~lipgnn.nn.lipschitz.transformer_lipschitz_denominator` with edge features).
     The dot products :math:`q_i^\top k_j` are one SDDMM per head (:func:`csr_sddmm`), the weighted
     sum one SpMM (:func:`csr_spmm`); eq. (19) only needs the norms :math:`\|q_i\|, \|k_j\|,
     \|v_j\|`, so they are computed per node and gathered per edge as scalars. Edge features
