@@ -27,7 +27,7 @@ import logging
 import math
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -499,16 +499,7 @@ def block_depth(rs: RecordSet) -> str:
         here = _of_dataset(runs6, dataset)
         metric = _joined(here["metric"]) or "acc"
         variants = list(FIG6_VARIANTS) + sorted(set(here["variant"].dropna()) - set(FIG6_VARIANTS))
-        rows, results = [], {}
-        for depth in _depths(here):
-            row = [str(depth)]
-            for variant in variants:
-                at = _at(here[here["variant"] == variant], "depth", depth)
-                sel, text = _select(at)
-                row.append(text)
-                if not at.empty:
-                    results.setdefault(variant, {})[depth] = sel
-            rows.append(row)
+        rows, results = _depth_rows(here, variants)
         lines += [f"Selected test {metric} (%) on {_dataset_name(dataset)} by depth:", ""]
         lines += _table(["depth"] + variants, rows)
         lines += [""] + [_pair_verdict(f"Fig. 6 {_dataset_name(dataset)}", results, lip, plain, f"test {metric}")
@@ -719,16 +710,7 @@ def block_fig4(rs: RecordSet) -> str:
     if runs.empty:
         lines.append(_verdict("", CANNOT_JUDGE, f"no PubMed 100% records: {NOT_RUN_BUDGET}."))
         return "\n".join(lines)
-    rows, results = [], {}
-    for depth in _depths(runs):
-        row = [str(depth)]
-        for variant in ("GAT", "GAT-Lip"):
-            at = _at(runs[runs["variant"] == variant], "depth", depth)
-            sel, text = _select(at)
-            row.append(text)
-            if not at.empty:
-                results.setdefault(variant, {})[depth] = sel
-        rows.append(row)
+    rows, results = _depth_rows(runs, ("GAT", "GAT-Lip"))
     lines += ["Selected test accuracy (%) by depth:", ""]
     lines += _table(["depth", "GAT", "GAT-Lip"], rows)
     lines += ["", LEGEND, "", "Verdict:", _pair_verdict("PubMed 100%", results, "GAT-Lip", "GAT", "test accuracy")]
@@ -896,3 +878,19 @@ def update_report(results_dir: str | os.PathLike, report_path: str | os.PathLike
         _atomic_write_text(path, new)
     return ReportUpdate(path, False, changed, tuple(found), tuple(appended), tuple(missing),
                         tuple(dict.fromkeys(unknown)))
+
+
+def _depth_rows(runs: pd.DataFrame, variants: Sequence[str]) -> tuple[list[list[str]], dict[str, dict]]:
+    """One table row per depth (the selected test text of each variant) and the selections behind them."""
+    rows: list[list[str]] = []
+    results: dict[str, dict] = {}
+    for depth in _depths(runs):
+        row = [str(depth)]
+        for variant in variants:
+            at = _at(runs[runs["variant"] == variant], "depth", depth)
+            sel, text = _select(at)
+            row.append(text)
+            if not at.empty:
+                results.setdefault(variant, {})[depth] = sel
+        rows.append(row)
+    return rows, results
