@@ -68,7 +68,9 @@ __all__ = [
     "csr_softmax",
     "csr_spmm",
     "gat_denominator_csr",
+    "gat_node_denominator_csr",
     "get_csr_graph",
+    "neighbour_max_csr",
     "row_sq_norm",
     "segment_max",
     "transformer_denominator_csr",
@@ -402,12 +404,16 @@ def csr_softmax(scores: Tensor, graph: CSRGraph) -> Tensor:
 # compute neighbour maxima with a scatter, about 20 edge-sized operations forward and backward. For
 # graphs without edge features every quantity there is a function of per-node norms and of one
 # neighbour maximum per target, so on the sorted CSR graph the same values come from per-node
-# tensors, one gather and a segment max (edges of a target are contiguous). The two functions below
+# tensors, one gather and a segment max (edges of a target are contiguous). The functions below
 # restate the shared formulas in that form, with the shared helpers (safe_sqrt, EPS, the reference
 # factor); tests/test_fused.py checks them against the shared functions, values and gradients.
-# With edge features the layers call the shared functions directly. Why: on a PubMed-sized graph
-# (1 thread) the shared GAT denominator cost ~14 ms forward+backward per layer against ~7 ms here,
-# for a fused GAT layer of ~35 ms, i.e. a LipschitzNorm overhead of ~1.4x instead of ~1.2x.
+# With edge features the layers call the shared functions directly. Since eq. (17) (paper variant)
+# and eq. (19) give one denominator per target node, the layers divide by it per node and apply the
+# factor α/c_i in the pass that gathers the scores per edge (:class:`_GATScaledScores`,
+# :class:`_RowScale`) instead of building an [E, H] denominator. Why: on a PubMed-sized graph
+# (1 thread, fused layer ~40 ms) the shared GAT denominator cost ~14 ms forward+backward per layer,
+# the first per-node version ~7 ms, this one ~2-3 ms (GT: ~12 ms, of which ~5 ms are the three
+# [N, C] norm passes that eq. (19) needs in any form).
 
 
 class _RowSqNorm(torch.autograd.Function):
@@ -451,6 +457,140 @@ def segment_max(values: Tensor, graph: CSRGraph) -> Tensor:
     return _SegmentMax.apply(values, graph)
 
 
+# Why the helpers below: on CPU an edge-sized gather, scatter or segment reduction costs 5-20 times an
+# edge-sized elementwise op, and a 2-D ``index_select`` of ``[N, 1]`` rows copies row by row (about
+# 4x slower than the same gather on the flat 1-D tensor). LipschitzNorm needs one neighbour maximum
+# and one per-target rescaling of the scores, so the functions below do each with the fewest such
+# passes, forward and backward, and keep everything else on per-node ``[N, H]`` tensors.
+
+
+def _gather(values: Tensor, index: Tensor) -> Tensor:
+    """``values[index]`` for ``[N, K]`` values; ``K == 1`` through the (much faster) 1-D gather."""
+    if values.size(1) == 1:
+        return values.reshape(-1).index_select(0, index).unsqueeze(1)
+    return values.index_select(0, index)
+
+
+def _scatter_sum(values: Tensor, index: Tensor, size: int) -> Tensor:
+    """``out[n] = Σ_{e: index[e] = n} values[e]`` → ``[size, K]`` (``scatter_add_``: on CPU faster than
+    ``index_add_`` and ``segment_reduce``, also for the sorted CSR rows)."""
+    if values.size(1) == 1:
+        return values.new_zeros(size).scatter_add_(0, index, values.reshape(-1)).unsqueeze(1)
+    return values.new_zeros(size, values.size(1)).scatter_add_(0, index.unsqueeze(1).expand_as(values), values)
+
+
+class _NeighbourMax(torch.autograd.Function):
+    """``m_i = max_{j ∈ N(i)} s_j`` for per-node values ``s >= 0`` (``[N_src, K]`` → ``[N_dst, K]``,
+    0 for targets without edges): the gather + :func:`segment_max` of the shared functions in one
+    function. Backward sends ``∂L/∂m_i`` to the maximising edges, split evenly between tied ones
+    (as the shared functions' scatter max does), and sums them per source node."""
+
+    @staticmethod
+    def forward(ctx, s: Tensor, graph: CSRGraph) -> Tensor:  # type: ignore[override]
+        s_edge = _gather(s, graph.col)
+        # The inputs are norms (>= 0), so initial=0 gives the empty rows their 0 directly.
+        m = torch.segment_reduce(s_edge, "max", offsets=graph.rowptr, initial=0.0)
+        ctx.graph = graph
+        ctx.save_for_backward(s_edge, m)
+        return m
+
+    @staticmethod
+    def backward(ctx, grad_m: Tensor) -> tuple[Tensor, None]:  # type: ignore[override]
+        s_edge, m = ctx.saved_tensors
+        graph: CSRGraph = ctx.graph
+        # 1 on the maximising edges, else 0: m_i - s_e >= 0, so 1 - sign(m_i - s_e) is that indicator
+        # (float arithmetic; the boolean eq/where/nonzero kernels are several times slower on CPU).
+        is_max = torch.sign(_gather(m, graph.row) - s_edge).neg_().add_(1)
+        # Ties (several maximising edges in a row, e.g. a duplicated edge) share the gradient evenly.
+        # Every non-empty row has at least one maximising edge, so if the indicator sums to the number
+        # of non-empty rows there is no tie and the per-row count (one more scatter) is skipped; the
+        # check reads the sum on the host, so on GPUs the count is always taken.
+        nonempty = int(torch.count_nonzero(graph.rowptr.diff())) * is_max.size(1)
+        if is_max.is_cuda or int(is_max.sum()) != nonempty:
+            ties = _scatter_sum(is_max, graph.row, graph.num_dst).clamp_(min=1)
+            grad_m = grad_m / ties
+        grad_edge = is_max.mul_(_gather(grad_m, graph.row))
+        return _scatter_sum(grad_edge, graph.col, graph.num_src), None
+
+
+class _MaxOfProducts(torch.autograd.Function):
+    """``max{u v, u w, v w}`` (eq. (19)) on per-node ``[N, H]`` tensors (``u`` may be ``[1, H]``), equal to
+    ``torch.maximum(torch.maximum(u * v, u * w), v * w)`` in value and gradient, ties included
+    (torch's ``maximum`` gives each of two equal arguments half the gradient). Why: autograd's
+    ``maximum`` backward runs boolean kernels (eq, where, masked_fill), several times slower on CPU
+    than the float arithmetic below."""
+
+    @staticmethod
+    def forward(ctx, u: Tensor, v: Tensor, w: Tensor) -> Tensor:  # type: ignore[override]
+        uv, uw = u * v, u * w
+        t = torch.maximum(uv, uw)
+        vw = v * w
+        ctx.save_for_backward(u, v, w, uv, uw, t, vw)
+        return torch.maximum(t, vw)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor, Tensor]:  # type: ignore[override]
+        u, v, w, uv, uw, t, vw = ctx.saved_tensors
+        # Share of max(x, y)'s gradient that goes to x: 1 if x > y, 1/2 if x == y, 0 if x < y.
+        to_t = torch.sign(t - vw).mul_(0.5).add_(0.5)
+        to_uv = torch.sign(uv - uw).mul_(0.5).add_(0.5)
+        g_t = grad * to_t
+        g_uv = g_t * to_uv
+        g_uw = g_t - g_uv
+        g_vw = grad - g_t
+        grad_u = (g_uv * v + g_uw * w).sum_to_size(u.shape)
+        grad_v = g_uv * u + g_vw * w
+        grad_w = g_uw * u + g_vw * v
+        return grad_u, grad_v, grad_w
+
+
+def neighbour_max_csr(s: Tensor, graph: CSRGraph) -> Tensor:
+    """Per-target maximum of the non-negative per-node values ``s`` (``[N_src, K]``) over the sources
+    of its incoming edges, ``[N_dst, K]`` (0 for targets without edges)."""
+    return _NeighbourMax.apply(s, graph)
+
+
+class _GATScaledScores(torch.autograd.Function):
+    """GAT scores rescaled per target: ``(a_src[j] + a_dst[i]) · k_i`` per edge ``j → i`` (``[E, H]``)
+    from per-node ``a_src``, ``a_dst``, ``k`` (``[N, H]``), with ``k = α / c`` of eq. (17). Three 1-D
+    gathers forward; backward three scatters (``∂a_src``, ``∂a_dst``, ``∂k``) and two products."""
+
+    @staticmethod
+    def forward(ctx, a_src: Tensor, a_dst: Tensor, k: Tensor, graph: CSRGraph) -> Tensor:  # type: ignore[override]
+        raw = _gather(a_src, graph.col).add_(_gather(a_dst, graph.row))
+        k_edge = _gather(k, graph.row)
+        ctx.graph = graph
+        ctx.save_for_backward(raw, k_edge)
+        return raw * k_edge
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor, Tensor, None]:  # type: ignore[override]
+        raw, k_edge = ctx.saved_tensors
+        graph: CSRGraph = ctx.graph
+        grad_raw = grad * k_edge
+        grad_src = _scatter_sum(grad_raw, graph.col, graph.num_src)
+        grad_dst = _scatter_sum(grad_raw, graph.row, graph.num_dst)
+        grad_k = _scatter_sum(grad * raw, graph.row, graph.num_dst)
+        return grad_src, grad_dst, grad_k, None
+
+
+class _RowScale(torch.autograd.Function):
+    """``s_e · k_{row_e}``: per-edge scores ``[E, H]`` times a per-target factor ``[N_dst, H]``."""
+
+    @staticmethod
+    def forward(ctx, s: Tensor, k: Tensor, graph: CSRGraph) -> Tensor:  # type: ignore[override]
+        k_edge = _gather(k, graph.row)
+        ctx.graph = graph
+        ctx.save_for_backward(s, k_edge)
+        return s * k_edge
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor, None]:  # type: ignore[override]
+        s, k_edge = ctx.saved_tensors
+        graph: CSRGraph = ctx.graph
+        return grad * k_edge, _scatter_sum(grad * s, graph.row, graph.num_dst), None
+
+
 def row_sq_norm(x: Tensor) -> Tensor:
     """Squared Euclidean norm over the last dimension (same value as ``lipschitz.sq_norm``)."""
     return _RowSqNorm.apply(x)
@@ -476,15 +616,26 @@ def gat_denominator_csr(
     \|\mathbf{W}x_j\|^2}`.
     """
     check_variant(variant)
-    sq_edge = sq_src.index_select(0, graph.col)  # ‖W x_j‖² per edge
-    nb_max = segment_max(sq_edge, graph)  # [N_dst, H]
-    att_sq = _att_sq_norm(att_src, att_dst if sq_dst is not None else None)
     if variant == "paper":
-        per_node = nb_max if sq_dst is None else nb_max + sq_dst
-        c = safe_sqrt(att_sq, eps) * safe_sqrt(per_node, eps) + eps
-        return c.index_select(0, graph.row)
+        return _gather(gat_node_denominator_csr(sq_src, sq_dst, att_src, att_dst, graph, eps), graph.row)
+    nb_max = neighbour_max_csr(sq_src, graph)  # [N_dst, H]
+    att_sq = _att_sq_norm(att_src, att_dst if sq_dst is not None else None)
     q = safe_sqrt(att_sq.sum(), eps)
-    return REFERENCE_GAT_FACTOR * q * safe_sqrt(nb_max.index_select(0, graph.row) + sq_edge, eps) + eps
+    per_edge = _gather(nb_max, graph.row) + _gather(sq_src, graph.col)  # max_k ‖W x_k‖² + ‖W x_j‖²
+    return REFERENCE_GAT_FACTOR * q * safe_sqrt(per_edge, eps) + eps
+
+
+def gat_node_denominator_csr(
+    sq_src: Tensor, sq_dst: Tensor | None, att_src: Tensor, att_dst: Tensor | None, graph: CSRGraph,
+    eps: float = EPS,
+) -> Tensor:
+    r"""Eq. (17) (``variant="paper"``) per *target node*, ``[N_dst, H]``:
+    :math:`c_i = \|\mathbf{a}_h\| \sqrt{\|\mathbf{W}x_i\|^2 + \max_{j} \|\mathbf{W}x_j\|^2} + \epsilon`
+    (:func:`gat_denominator_csr` gathers it per edge)."""
+    nb_max = neighbour_max_csr(sq_src, graph)  # [N_dst, H]
+    att_sq = _att_sq_norm(att_src, att_dst if sq_dst is not None else None)
+    per_node = nb_max if sq_dst is None else nb_max + sq_dst
+    return safe_sqrt(att_sq, eps) * safe_sqrt(per_node, eps) + eps
 
 
 def transformer_denominator_csr(
@@ -499,17 +650,15 @@ def transformer_denominator_csr(
     (reference); :math:`c_i = \max\{u v_i, u w_i, v_i w_i\} + \epsilon`.
     """
     check_variant(variant)
-    heads = k_sq.size(-1)
-    # Key and value maxima in one gather and one segment max over [E, 2H].
-    kv = safe_sqrt(torch.cat([k_sq, v_sq], dim=-1), eps).index_select(0, graph.col)
-    kv_max = segment_max(kv, graph)
-    v_i, w_i = kv_max[:, :heads], kv_max[:, heads:]
+    # Two [N, H] neighbour maxima rather than one over [N, 2H]: with one head each is a 1-D gather.
+    v_i = neighbour_max_csr(safe_sqrt(k_sq, eps), graph)
+    w_i = neighbour_max_csr(safe_sqrt(v_sq, eps), graph)
     if variant == "paper":
         u = safe_sqrt(q_sq, eps)
     else:
         degree = (graph.rowptr[1:] - graph.rowptr[:-1]).to(q_sq.dtype).unsqueeze(-1)
         u = safe_sqrt((q_sq * degree).sum(dim=0), eps).unsqueeze(0)
-    return torch.maximum(torch.maximum(u * v_i, u * w_i), v_i * w_i) + eps
+    return _MaxOfProducts.apply(u, v_i, w_i) + eps
 
 
 # --------------------------------------------------------------------------------------------------
@@ -608,18 +757,13 @@ class FusedLipGATConv(LipGATConv):
             # unless edge features send the layer to the shared per-edge function.
             need_sq = self.lipschitz_norm and edge_proj is None
             a_src, a_dst, sq_src, sq_dst = self._node_terms(x_src, x_dst, need_sq)
-            score = a_src.index_select(0, graph.col) + a_dst.index_select(0, graph.row)  # [E, H]
-            if edge_proj is not None:
-                score = score + (edge_proj * self.att_edge).sum(-1)
-            if self.lipschitz_norm:
-                if edge_proj is None:
-                    denom = gat_denominator_csr(sq_src, sq_dst, self.att_src, self.att_dst, graph, self.variant)
-                else:
-                    denom = gat_lipschitz_denominator(
-                        x_src, x_dst, self.att_src, self.att_dst, graph.edge_index, graph.num_dst,
-                        edge_proj=edge_proj, att_edge=self.att_edge, variant=self.variant,
-                    )
-                score = self.alpha * score / denom
+            if need_sq and self.variant == "paper":
+                # Eq. (17)'s c_i is one value per target, so α / c_i is computed per node and applied
+                # in the same pass that gathers the score terms per edge (no [E, H] denominator).
+                c = gat_node_denominator_csr(sq_src, sq_dst, self.att_src, self.att_dst, graph)
+                score = _GATScaledScores.apply(a_src, a_dst, self.alpha / c, graph)
+            else:
+                score = self._plain_or_edge_scores(a_src, a_dst, sq_src, sq_dst, x_src, x_dst, edge_proj, graph)
             score = F.leaky_relu(score, self.negative_slope)
             alpha = csr_softmax(score, graph)
             alpha = F.dropout(alpha, p=self.dropout, training=self.training)
@@ -631,6 +775,26 @@ class FusedLipGATConv(LipGATConv):
         if self.bias is not None:
             out = out + self.bias
         return out
+
+    def _plain_or_edge_scores(
+        self, a_src: Tensor, a_dst: Tensor, sq_src: Tensor | None, sq_dst: Tensor | None, x_src: Tensor,
+        x_dst: Tensor, edge_proj: Tensor | None, graph: CSRGraph,
+    ) -> Tensor:
+        """Scores ``[E, H]`` before LeakyReLU without LipschitzNorm, with edge features or with the
+        reference variant (whose denominator varies along a target's edges)."""
+        score = a_src.index_select(0, graph.col) + a_dst.index_select(0, graph.row)  # [E, H]
+        if edge_proj is not None:
+            score = score + (edge_proj * self.att_edge).sum(-1)
+        if not self.lipschitz_norm:
+            return score
+        if edge_proj is None:
+            denom = gat_denominator_csr(sq_src, sq_dst, self.att_src, self.att_dst, graph, self.variant)
+        else:
+            denom = gat_lipschitz_denominator(
+                x_src, x_dst, self.att_src, self.att_dst, graph.edge_index, graph.num_dst,
+                edge_proj=edge_proj, att_edge=self.att_edge, variant=self.variant,
+            )
+        return self.alpha * score / denom
 
     def _node_terms(
         self, x_src: Tensor, x_dst: Tensor, with_norms: bool
@@ -712,6 +876,12 @@ class FusedLipTransformerConv(LipTransformerConv):
                 dot = dot + (query.index_select(0, graph.row) * edge_proj).sum(-1)
             if not self.lipschitz_norm:
                 score = dot / math.sqrt(C)
+            elif sq_norms is not None:
+                # Eq. (19)'s c_i is one value per target: scale the dot products by a per-node factor
+                # in one gather (the reference variant also has the 1/√d of the plain scores).
+                c = transformer_denominator_csr(*sq_norms, graph, self.variant)  # [N_dst, H]
+                scale = self.alpha / c if self.variant == "paper" else self.alpha / (c * math.sqrt(C))
+                score = _RowScale.apply(dot, scale, graph)
             else:
                 denom = self._lip_denominator(query, key, value, edge_proj, sq_norms, graph)
                 if self.variant == "paper":
