@@ -691,7 +691,9 @@ def block_trees(rs: RecordSet) -> str:
     else:
         lip = _pct(deepest["GAT-Lip"]) if "GAT-Lip" in deepest else NOT_RUN
         reason = f"{leader} leads at d={d}; GAT-Lip: {lip}."
-    lines += ["", _verdict("", HOLDS if leader == "GAT-Lip" else DOES_NOT_HOLD, reason)]
+    # Without a GAT-Lip result at that depth the claim is untested, not refuted.
+    status = HOLDS if leader == "GAT-Lip" else DOES_NOT_HOLD if "GAT-Lip" in deepest else CANNOT_JUDGE
+    lines += ["", _verdict("", status, reason)]
     return "\n".join(lines)
 
 
