@@ -310,7 +310,7 @@ def fig5(df: pd.DataFrame) -> Figure:
                         markerfacecolor="none", markeredgecolor="black",
                         label=f"paper {variant} (d=10): {value}")
         if drawn or model == "gat":
-            ax.legend(loc="lower left")
+            ax.legend(loc="best", fontsize="small")
         if not drawn:
             _note(ax, NOT_RUN)
         ax.grid(alpha=0.3)
