@@ -50,7 +50,17 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command == "sweep-status":
+        from hydra.errors import HydraException
+        from omegaconf.errors import OmegaConfBaseException
+
         from lipgnn.sweep import print_sweep_status
 
-        return print_sweep_status(args.experiment, args.results_dir, [*args.overrides, *extra])
+        # `experiment=table3` is how train.py spells it: accept it here too.
+        experiment = args.experiment.removeprefix("experiment=")
+        try:
+            return print_sweep_status(experiment, args.results_dir, [*args.overrides, *extra])
+        except (HydraException, OmegaConfBaseException, LipgnnError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            print(f"error: {first} (usage: lipgnn sweep-status table3 budget=cpu)", file=sys.stderr)
+            return 2
     return 1

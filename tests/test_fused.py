@@ -35,6 +35,7 @@ from lipgnn.nn.fused import (
     row_sq_norm,
     segment_max,
     transformer_denominator_csr,
+    with_sq_norm,
 )
 
 TOL = {"atol": 1e-5, "rtol": 1e-5}
@@ -381,3 +382,24 @@ def test_models_switch_impl_by_loading_weights() -> None:
         fused.load_state_dict(ref.state_dict())
         assert all(type(c).__name__.startswith("Fused") for c in fused.attention_layers())
         assert_same_forward_backward(ref, fused, x, ei)
+
+
+def test_with_sq_norm_passes_x_through_and_adds_the_norm_gradient_once() -> None:
+    """``with_sq_norm`` equals using ``x`` twice (once as is, once in ``(x*x).sum(-1)``): same values and
+    the same gradient (the in-place ``2 g x`` must land on x's whole gradient exactly once)."""
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(7, 2, 5, generator=gen, dtype=torch.float64)
+    w_out = torch.randn(7, 2, 5, generator=gen, dtype=torch.float64)
+    w_sq = torch.randn(7, 2, generator=gen, dtype=torch.float64)
+
+    def loss(fn):
+        h = x.clone().requires_grad_(True)
+        out, sq = fn(h * 1.0)  # a non-leaf, as the values are in the layer
+        ((out * 3.0 * w_out).sum() + (sq * w_sq).sum()).backward()
+        return out.detach(), sq.detach(), h.grad
+
+    got = loss(with_sq_norm)
+    want = loss(lambda h: (h, (h * h).sum(-1)))
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b)
+    assert torch.autograd.gradcheck(lambda h: with_sq_norm(h * 1.0), (x.clone().requires_grad_(True),))

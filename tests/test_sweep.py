@@ -108,3 +108,17 @@ def test_sweep_status_names_what_is_done_and_missing(tmp_path: Path) -> None:
     for (run_id, _), status in zip(rows, ("diverged", "failed"), strict=True):
         write_record(tmp_path, {"run_id": run_id, "experiment": "fig2", "status": status, "config": {}})
     assert [status for _, status in sweep_status("fig2", tmp_path, overrides)] == ["diverged", "failed"]
+
+
+def test_sweep_status_cli_takes_train_py_spelling_and_fails_in_one_line(tmp_path: Path, capsys) -> None:
+    from lipgnn.cli import main
+
+    # `experiment=fig2` (as train.py spells it) is the same as the bare name; nothing is done yet -> 1.
+    assert main(["sweep-status", "experiment=fig2", "budget=cpu", "--results-dir", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "fig2 budget=cpu: 2 runs — 0 done, 0 diverged, 0 failed, 2 missing" in out
+    # An unknown experiment or a malformed override: exit 2 and one line on stderr, no traceback.
+    for argv in (["sweep-status", "table9", "budget=cpu"], ["sweep-status", "fig2", "budget==cpu"]):
+        assert main([*argv, "--results-dir", str(tmp_path)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err

@@ -74,6 +74,7 @@ __all__ = [
     "row_sq_norm",
     "segment_max",
     "transformer_denominator_csr",
+    "with_sq_norm",
 ]
 
 # torch warns once per process that CSR tensors are "beta"; consume that warning here so that it
@@ -231,15 +232,26 @@ def _heads_first(values: Tensor) -> Tensor:
     return values.t().contiguous()
 
 
+def _csr_mm(ptr: Tensor, col: Tensor, values: Tensor, x: Tensor, shape: tuple[int, int]) -> Tensor:
+    """``CSR(ptr, col, values) @ x`` → a new ``[shape[0], C]`` tensor.
+
+    Why ``addmm(out, A, x, beta=0, out=out)`` instead of ``A @ x``: on CPU the ``@`` path zero-fills
+    its result and copies it (and its operands) between layouts, 2-4x the time of MKL's product
+    itself on a PubMed-sized graph; with ``beta=0`` the uninitialised ``out`` is never read (not even
+    its NaNs, as documented for ``addmm``)."""
+    out = x.new_empty(shape[0], x.size(-1))
+    return torch.addmm(out, _csr(ptr, col, values, shape), x, beta=0.0, out=out)
+
+
 def _spmm(ptr: Tensor, col: Tensor, values: Tensor, x: Tensor, shape: tuple[int, int]) -> Tensor:
     """``out[:, h] = CSR(ptr, col, values[:, h]) @ x[:, h]`` for ``values [E, H]``, ``x [M, H, C]``."""
     heads = values.size(1)
     if heads == 1:
-        return (_csr(ptr, col, values.reshape(-1), shape) @ x[:, 0]).unsqueeze(1)
+        return _csr_mm(ptr, col, values.reshape(-1), x[:, 0], shape).unsqueeze(1)
     vals = _heads_first(values)
     out = x.new_empty(shape[0], heads, x.size(2))
     for h in range(heads):
-        out[:, h] = _csr(ptr, col, vals[h], shape) @ x[:, h]
+        out[:, h] = _csr_mm(ptr, col, vals[h], x[:, h], shape)
     return out
 
 
@@ -591,6 +603,35 @@ class _RowScale(torch.autograd.Function):
         return grad * k_edge, _scatter_sum(grad * s, graph.row, graph.num_dst), None
 
 
+class _WithSqNorm(torch.autograd.Function):
+    """``(x, ‖x‖²)``: ``x`` passed through with its squared norm over the last dim. Why: when ``x`` also
+    feeds another op (GT's values feed the SpMM), a separate :class:`_RowSqNorm` makes autograd
+    allocate ``2 g x`` and add it to the SpMM's gradient, two extra ``[N, H, C]`` passes and an
+    allocation; here the whole gradient of ``x`` arrives in one backward, which adds ``2 g x`` to it
+    in place (one fused pass)."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor) -> tuple[Tensor, Tensor]:  # type: ignore[override]
+        ctx.save_for_backward(x)
+        return x.view_as(x), torch.linalg.vector_norm(x, dim=-1).square_()
+
+    @staticmethod
+    def backward(ctx, grad_x: Tensor | None, grad_sq: Tensor | None) -> Tensor | None:  # type: ignore[override]
+        (x,) = ctx.saved_tensors
+        if grad_sq is None:
+            return grad_x
+        term = (2 * grad_sq).unsqueeze(-1)
+        if grad_x is None:
+            return x * term
+        # grad_x is the SpMM backward's own fresh buffer (nothing else holds it): add in place.
+        return grad_x.addcmul_(x, term) if grad_x.is_contiguous() else grad_x.addcmul(x, term)
+
+
+def with_sq_norm(x: Tensor) -> tuple[Tensor, Tensor]:
+    """``x`` (to be used in place of ``x``) and ``‖x‖²`` over the last dimension, with one fused backward."""
+    return _WithSqNorm.apply(x)
+
+
 def row_sq_norm(x: Tensor) -> Tensor:
     """Squared Euclidean norm over the last dimension (same value as ``lipschitz.sq_norm``)."""
     return _RowSqNorm.apply(x)
@@ -869,7 +910,8 @@ class FusedLipTransformerConv(LipTransformerConv):
             if self.lipschitz_norm and edge_proj is None:
                 # Eq. (19) needs ‖q‖², ‖k‖²: the SDDMM computes them from the same inputs.
                 dot, q_sq, k_sq = csr_sddmm_with_norms(query, key, graph)
-                sq_norms = (q_sq, k_sq, row_sq_norm(value))
+                value, v_sq = with_sq_norm(value)
+                sq_norms = (q_sq, k_sq, v_sq)
             else:
                 dot = csr_sddmm(query, key, graph)  # [E, H]
             if edge_proj is not None:
