@@ -32,8 +32,8 @@ from lipgnn.nn.fused import (
     csr_spmm,
     gat_denominator_csr,
     get_csr_graph,
+    neighbour_max_csr,
     row_sq_norm,
-    segment_max,
     transformer_denominator_csr,
     with_sq_norm,
 )
@@ -148,12 +148,13 @@ def test_kernels_match_dense_definitions(tiny_graph: CSRGraph) -> None:
     torch.testing.assert_close(row_sums, torch.ones_like(row_sums))
 
 
-def test_segment_max_splits_ties_like_scatter_max() -> None:
-    # Row 1 holds a four-way tie (the case torch's own segment-max backward got wrong).
+def test_neighbour_max_splits_ties_like_scatter_max() -> None:
+    # Target 1 has a four-way tie between distinct sources (the case torch's own segment-max
+    # backward got wrong: it gave every tied entry the full gradient).
     ei = torch.tensor([[0, 1, 2, 3, 4, 5, 6], [0, 1, 1, 1, 1, 1, 2]])
     g = CSRGraph.from_edge_index(ei, 7, add_self_loops=False)
     values = torch.tensor([[1.0], [3.0], [3.0], [3.0], [3.0], [2.0], [5.0]], requires_grad=True)
-    out = segment_max(values, g)
+    out = neighbour_max_csr(values, g)
     assert out.view(-1).tolist() == [1.0, 3.0, 5.0, 0.0, 0.0, 0.0, 0.0]  # 0 for targets without edges
     out.backward(torch.tensor([[1.0], [2.0], [4.0], [8.0], [8.0], [8.0], [8.0]]))
     assert values.grad.view(-1).tolist() == [1.0, 0.5, 0.5, 0.5, 0.5, 0.0, 4.0]

@@ -72,7 +72,6 @@ __all__ = [
     "get_csr_graph",
     "neighbour_max_csr",
     "row_sq_norm",
-    "segment_max",
     "transformer_denominator_csr",
     "with_sq_norm",
 ]
@@ -443,32 +442,6 @@ class _RowSqNorm(torch.autograd.Function):
         return x * (2 * grad).unsqueeze(-1)
 
 
-class _SegmentMax(torch.autograd.Function):
-    """Maximum of ``[E, H]`` values over each CSR row; the gradient is split evenly between tied
-    maxima, as for the scatter max of the shared functions (torch's own segment-max backward does
-    not split ties reliably: it gave every one of four tied entries the full gradient here)."""
-
-    @staticmethod
-    def forward(ctx, values: Tensor, graph: CSRGraph) -> Tensor:  # type: ignore[override]
-        out = segment(values, graph.rowptr, reduce="max")
-        ctx.graph = graph
-        ctx.save_for_backward(values, out)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:  # type: ignore[override]
-        values, out = ctx.saved_tensors
-        graph: CSRGraph = ctx.graph
-        is_max = (values == out.index_select(0, graph.row)).to(grad.dtype)
-        ties = segment(is_max, graph.rowptr, reduce="sum").clamp_(min=1)
-        return is_max * (grad / ties).index_select(0, graph.row), None
-
-
-def segment_max(values: Tensor, graph: CSRGraph) -> Tensor:
-    """Per-target maximum of per-edge ``[E, H]`` values (0 for targets without edges), ``[N_dst, H]``."""
-    return _SegmentMax.apply(values, graph)
-
-
 # Why the helpers below: on CPU an edge-sized gather, scatter or segment reduction costs 5-20 times an
 # edge-sized elementwise op, and a 2-D ``index_select`` of ``[N, 1]`` rows copies row by row (about
 # 4x slower than the same gather on the flat 1-D tensor). LipschitzNorm needs one neighbour maximum
@@ -493,7 +466,7 @@ def _scatter_sum(values: Tensor, index: Tensor, size: int) -> Tensor:
 
 class _NeighbourMax(torch.autograd.Function):
     """``m_i = max_{j ∈ N(i)} s_j`` for per-node values ``s >= 0`` (``[N_src, K]`` → ``[N_dst, K]``,
-    0 for targets without edges): the gather + :func:`segment_max` of the shared functions in one
+    0 for targets without edges): the gather + scatter max of the shared functions in one
     function. Backward sends ``∂L/∂m_i`` to the maximising edges, split evenly between tied ones
     (as the shared functions' scatter max does), and sums them per source node."""
 
