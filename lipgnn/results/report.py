@@ -76,6 +76,12 @@ AUTHORS_DROPOUT = "authors'"
 
 HOLDS = "holds"
 HOLDS_WITHIN_STD = "holds within one std"
+HOLDS_IN_PART = "holds in part"
+# Our reading of "trains properly" (Fig. 3) and of "stays near the state of the art" (Fig. 6); the paper
+# gives no number for either.
+# Metrics are fractions here (0.9 = 90%).
+TRAINS_PROPERLY = 0.90
+NEAR_BEST = 0.05
 DOES_NOT_HOLD = "does not hold"
 CANNOT_JUDGE = "cannot be judged"
 
@@ -437,8 +443,9 @@ def block_missing_vector(rs: RecordSet) -> str:
 
 
 def _pair_verdict(label: str, results: dict[str, dict[int, Selection | None]],
-                  lip: str, plain: str, what: str) -> str:
-    """At the deepest depth both variants ran, does ``lip`` beat ``plain``?"""
+                  lip: str, plain: str, what: str, bar: tuple[float, str] | None = None) -> str:
+    """At the deepest depth both variants ran, does ``lip`` beat ``plain``? With ``bar = (value, text)``
+    the claim also needs ``lip`` to reach ``value`` there: beating ``plain`` below it holds only in part."""
     both = sorted(set(results.get(lip, {})) & set(results.get(plain, {})))
     if not both:
         missing = [v for v in (lip, plain) if not results.get(v)]
@@ -453,9 +460,22 @@ def _pair_verdict(label: str, results: dict[str, dict[int, Selection | None]],
         return _verdict(f"{label}, {lip} vs {plain}", HOLDS,
                         f"at {depth} layers every {plain} run diverged; {lip} {what} {_pct(sel_lip.mean)}.")
     outcome = HOLDS if sel_lip.mean > sel_plain.mean else DOES_NOT_HOLD
-    return _verdict(f"{label}, {lip} vs {plain}", outcome,
-                    f"at {depth} layers (deepest run for both) {lip} {what} {_pct(sel_lip.mean)} vs {plain} "
-                    f"{_pct(sel_plain.mean)}.")
+    reason = (f"at {depth} layers (deepest run for both) {lip} {what} {_pct(sel_lip.mean)} vs {plain} "
+              f"{_pct(sel_plain.mean)}")
+    if outcome == HOLDS and bar is not None and sel_lip.mean < bar[0]:
+        outcome, reason = HOLDS_IN_PART, f"{reason}, but {lip} stays below {bar[1]}"
+    return _verdict(f"{label}, {lip} vs {plain}", outcome, reason + ".")
+
+
+def _near_best_bar(results: dict[int, Selection | None]) -> tuple[float, str] | None:
+    """Fig. 6's "stays near the state of the art": within NEAR_BEST of the variant's best depth."""
+    means = {depth: sel.mean for depth, sel in results.items() if sel is not None}
+    if not means:
+        return None
+    best = max(means, key=means.get)  # type: ignore[arg-type]
+    return (means[best] - NEAR_BEST,
+            f"{_pct(means[best] - NEAR_BEST)} ({_pct(NEAR_BEST)} points under its best depth, "
+            f"{best} layers: {_pct(means[best])}; our reading of 'near the state of the art')")
 
 
 def block_depth(rs: RecordSet) -> str:
@@ -485,8 +505,9 @@ def block_depth(rs: RecordSet) -> str:
         lines += [f"Train accuracy (%) on {_dataset_name(dataset)}: final = last epoch, best = max over epochs "
                   "(mean ± std over seeds of the best-validation configuration).", ""]
         lines += _table(header, rows)
+        bar = (TRAINS_PROPERLY - 1e-9, f"{_pct(TRAINS_PROPERLY)}% (our reading of 'trains properly')")
         lines += ["", _pair_verdict(f"Fig. 3 {_dataset_name(dataset)}", results, "GAT-Lip", "GAT",
-                                    "best train accuracy"), ""]
+                                    "best train accuracy", bar), ""]
     df6 = rs.frame("fig6")
     runs6 = with_selected_metrics(df6)
     lines += ["", "**Fig. 6** — " + _runs_line(df6, "fig6"), ""]
@@ -502,7 +523,8 @@ def block_depth(rs: RecordSet) -> str:
         rows, results = _depth_rows(here, variants)
         lines += [f"Selected test {metric} (%) on {_dataset_name(dataset)} by depth:", ""]
         lines += _table(["depth"] + variants, rows)
-        lines += [""] + [_pair_verdict(f"Fig. 6 {_dataset_name(dataset)}", results, lip, plain, f"test {metric}")
+        lines += [""] + [_pair_verdict(f"Fig. 6 {_dataset_name(dataset)}", results, lip, plain, f"test {metric}",
+                                       _near_best_bar(results.get(lip, {})))
                          for lip, plain in FIG6_PAIRS] + [""]
     lines.append(LEGEND)
     return "\n".join(lines)
