@@ -77,3 +77,14 @@ def test_a_table_cell_equals_the_records_it_came_from(tiny_results: Path) -> Non
     # table1 shows the selected depth in parentheses and the paper's value beside ours
     table1 = (tiny_results / "tables" / "table1.md").read_text()
     assert "(2)" in table1 and "75.3 ± 0.9 (11)" in table1
+
+
+@pytest.mark.parametrize("experiment", ["table3", "fig3", "fig4", "fig6"])
+def test_attention_only_experiments_use_the_fused_path_for_every_job(experiment: str) -> None:
+    """So `train.py -m experiment=X budget=cpu` reproduces the committed records' run ids without extra flags."""
+    jobs = sweep_jobs(experiment, ["budget=cpu"])
+    for job in (jobs[0], jobs[-1]):
+        cfg = compose_cfg(job)
+        assert cfg.model.name in ("gat", "gt") and cfg.model.impl == "fused"
+    # The model default stays the reference path (fig2, table1, ... and plain train.py).
+    assert compose_cfg(["variant=gat_lip"]).model.impl == "pyg"
