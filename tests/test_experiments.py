@@ -25,7 +25,7 @@ EXPERIMENTS = {
     "table3": ["depth=15", "train.lr=0.005", "dropout=none", "seed=0,1"],             # 4 variants x 2 seeds
     "fig2": ["depth=3", "train.epochs=2"],                                            # GAT, GAT-Lip
     "fig3": ["depth=2"],
-    "fig4": ["depth=2"],
+    "fig4": ["depth=2", "train.lr=0.005"],
     "fig5": ["dataset.tree_depth=2", "dataset.num_trees=64", "variant=gcn,gin_pn,ggnn,gat,gat_pn,gat_lip"],
     "fig6": ["depth=2", "variant=gat,gat_lip,gt_ln,gt_pn"],
 }

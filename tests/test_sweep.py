@@ -18,7 +18,7 @@ CPU_COUNTS = {
     "table3": 4 * 1 * 2 * 2 * 2 * 2,  # variants x dataset x depths x lr x dropout x seeds
     "fig2": 2,
     "fig3": 2 * 4,
-    "fig4": 2 * 4,
+    "fig4": 2 * 4 * 2,
     "fig5": 9 * 5,
     "fig6": 8 * 1 * 4,
 }
