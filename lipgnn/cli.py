@@ -60,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return print_sweep_status(experiment, args.results_dir, [*args.overrides, *extra])
         except (HydraException, OmegaConfBaseException, LipgnnError) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            message = str(exc).strip()
+            first = message.splitlines()[0] if message else type(exc).__name__
             print(f"error: {first} (usage: lipgnn sweep-status table3 budget=cpu)", file=sys.stderr)
             return 2
     return 1

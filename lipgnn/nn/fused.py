@@ -601,7 +601,8 @@ class _WithSqNorm(torch.autograd.Function):
 
 
 def with_sq_norm(x: Tensor) -> tuple[Tensor, Tensor]:
-    """``x`` (to be used in place of ``x``) and ``‖x‖²`` over the last dimension, with one fused backward."""
+    """A view of ``x`` to use downstream instead of ``x``, and ``‖x‖²`` over the last dimension; the
+    gradients of both reach ``x`` in one fused backward."""
     return _WithSqNorm.apply(x)
 
 
@@ -898,7 +899,8 @@ class FusedLipTransformerConv(LipTransformerConv):
                 scale = self.alpha / c if self.variant == "paper" else self.alpha / (c * math.sqrt(C))
                 score = _RowScale.apply(dot, scale, graph)
             else:
-                denom = self._lip_denominator(query, key, value, edge_proj, sq_norms, graph)
+                assert edge_proj is not None  # the per-node branch above covers the rest
+                denom = self._edge_lip_denominator(query, key, value, edge_proj, graph)
                 if self.variant == "paper":
                     score = self.alpha * dot / denom
                 else:
@@ -920,14 +922,12 @@ class FusedLipTransformerConv(LipTransformerConv):
                 out = out + x_r
         return out
 
-    def _lip_denominator(
-        self, query: Tensor, key: Tensor, value: Tensor, edge_proj: Tensor | None,
-        sq_norms: tuple[Tensor, Tensor, Tensor] | None, graph: CSRGraph,
+    def _edge_lip_denominator(
+        self, query: Tensor, key: Tensor, value: Tensor, edge_proj: Tensor, graph: CSRGraph
     ) -> Tensor:
-        """Eq. (19) denominators per edge ``[E, H]``."""
-        if sq_norms is not None:
-            return transformer_denominator_csr(*sq_norms, graph, self.variant).index_select(0, graph.row)
-        # Edge embeddings enter the key (and, for the paper variant, value) norms per edge.
+        """Eq. (19) denominators per edge ``[E, H]`` with edge features (without them the forward uses
+        the per-node :func:`transformer_denominator_csr`): the edge embeddings enter the key (and, for
+        the paper variant, value) norms per edge."""
         row, col = graph.row, graph.col
         raw_value = value.index_select(0, col)
         return transformer_lipschitz_denominator(
