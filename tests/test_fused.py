@@ -22,9 +22,11 @@ from torch_geometric.utils import softmax as pyg_softmax
 
 from lipgnn.nn import LipGATConv, LipTransformerConv, gat_lipschitz_denominator, transformer_lipschitz_denominator
 from lipgnn.nn.fused import (
+    MAX_SHIFT_FREE_BOUND,
     CSRGraph,
     FusedLipGATConv,
     FusedLipTransformerConv,
+    _add_sq_norm_grad_,
     clear_csr_cache,
     csr_sddmm,
     csr_sddmm_with_norms,
@@ -128,6 +130,63 @@ def test_sddmm_and_softmax_gradcheck(tiny_graph: CSRGraph, heads: int) -> None:
     assert torch.autograd.gradcheck(lambda p, q: csr_sddmm_with_norms(p, q, g), (a, b), fast_mode=heads > 1)
     scores = torch.randn(g.num_edges, heads, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda s: csr_softmax(s, g), (scores,), fast_mode=heads > 1)
+
+
+@pytest.mark.parametrize("share", [0.0, 0.1, 0.9])
+def test_sq_norm_gradient_row_sparse_update(share: float) -> None:
+    """grad += 2 g x, whether few rows of g are non-zero (indexed update) or most are (dense pass)."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(50, 2, 7, generator=gen)
+    g = torch.randn(50, 2, generator=gen) * (torch.rand(50, 1, generator=gen) < share)
+    g[3, 0] = 0.0  # a row with a zero in one head only still counts as non-zero
+    base = torch.randn(50, 2, 7, generator=gen)
+    expected = base + 2 * g.unsqueeze(-1) * x
+    for row_sparse in (False, True):
+        torch.testing.assert_close(_add_sq_norm_grad_(base.clone(), x, g, row_sparse), expected)
+
+
+@pytest.mark.parametrize("bound", [1.0, MAX_SHIFT_FREE_BOUND])
+def test_bounded_softmax_equals_pyg_softmax(tiny_graph: CSRGraph, bound: float) -> None:
+    """The shift-free softmax for scores in [-bound, bound] (LipschitzNorm's) equals PyG's row-max
+    softmax in float32, also at the extremes (a row at -bound: exponentials near e^{-2 bound})."""
+    g = tiny_graph
+    scores = (torch.rand(g.num_edges, 2) * 2 - 1) * bound
+    scores[g.row == 0] = -bound
+    scores[g.row == 1] = bound
+    expected = pyg_softmax(scores, g.row, num_nodes=g.num_dst)
+    torch.testing.assert_close(csr_softmax(scores, g, bound), expected, rtol=1e-6, atol=1e-7)
+    s64 = scores.double().requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda s: csr_softmax(s, g, bound), (s64,))
+
+
+def test_softmax_bound_above_limit_uses_row_maximum(tiny_graph: CSRGraph) -> None:
+    """Above MAX_SHIFT_FREE_BOUND a constant shift could underflow a whole row: the row maximum is used."""
+    g = tiny_graph
+    scores = torch.full((g.num_edges, 1), -200.0)
+    out = csr_softmax(scores, g, 200.0)
+    assert torch.isfinite(out).all()
+    torch.testing.assert_close(out, pyg_softmax(scores, g.row, num_nodes=g.num_dst))
+
+
+@pytest.mark.parametrize("kind", ["gat", "gt"])
+@pytest.mark.parametrize("lip", [False, True])
+def test_layers_use_the_shift_free_softmax_only_under_lipschitznorm(
+    tiny_graph: CSRGraph, monkeypatch: pytest.MonkeyPatch, kind: str, lip: bool
+) -> None:
+    import lipgnn.nn.fused as fused
+
+    seen: list[float | None] = []
+    real = fused.csr_softmax
+    monkeypatch.setattr(fused, "csr_softmax", lambda s, g, bound=None: seen.append(bound) or real(s, g, bound))
+    x = torch.randn(tiny_graph.num_dst, 6)
+    edge_index = tiny_graph.edge_index
+    alpha = 2.5
+    if kind == "gat":
+        conv = FusedLipGATConv(6, 4, heads=2, lipschitz_norm=lip, alpha=alpha)
+    else:
+        conv = FusedLipTransformerConv(6, 4, heads=2, lipschitz_norm=lip, alpha=alpha)
+    conv(x, edge_index)
+    assert seen == [alpha if lip else None]
 
 
 def test_kernels_match_dense_definitions(tiny_graph: CSRGraph) -> None:

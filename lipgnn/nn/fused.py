@@ -283,9 +283,32 @@ class _CSRSpMM(torch.autograd.Function):
         if ctx.needs_input_grad[0]:
             grad_values = _sddmm(graph, grad_out, x)
         if ctx.needs_input_grad[1]:
-            grad_x = _spmm(graph.t_csr_ptr, graph.t_csr_col, values.index_select(0, graph.t_perm), grad_out,
+            grad_x = _spmm(graph.t_csr_ptr, graph.t_csr_col, _gather(values, graph.t_perm), grad_out,
                            (graph.num_src, graph.num_dst))
         return grad_values, grad_x, None
+
+
+# Below this share of non-zero rows the gradient of ‖x‖² is added row by row (measured on CPU,
+# PubMed-sized [N, 64]: a full in-place pass ~0.3-1 ms, the indexed one ~0.1 ms at 25 % of rows).
+SPARSE_NORM_GRAD_SHARE = 0.5
+
+
+def _add_sq_norm_grad_(grad_x: Tensor, x: Tensor, grad_sq: Tensor, row_sparse: bool = False) -> Tensor:
+    """``grad_x += 2 grad_sq x`` in place (``[N, H, C]``, ``[N, H]``), the gradient of ``‖x‖²``.
+
+    Why the row-sparse branch: eq. (19) uses the key and value norms only through neighbour maxima,
+    so ``grad_sq`` is zero except on the nodes that are some target's maximising neighbour (about a
+    quarter of PubMed's nodes); on CPU the full pass over ``[N, H, C]`` costs several times the
+    indexed update of those rows. ``row_sparse`` says the caller expects that (counting the rows costs
+    a pass of its own); GPUs always take the dense pass (no host sync to count the rows).
+    """
+    term = 2 * grad_sq
+    if row_sparse and not grad_x.is_cuda and grad_x.dim() == 3:
+        rows = term.abs().sum(dim=1).nonzero().squeeze(1)
+        if rows.numel() < SPARSE_NORM_GRAD_SHARE * grad_x.size(0):
+            update = x.index_select(0, rows).mul_(term.index_select(0, rows).unsqueeze(-1))
+            return grad_x.index_add_(0, rows, update)
+    return grad_x.addcmul_(x, term.unsqueeze(-1))
 
 
 class _CSRSDDMM(torch.autograd.Function):
@@ -293,7 +316,8 @@ class _CSRSDDMM(torch.autograd.Function):
 
     With ``with_norms`` it also returns ``‖a‖²`` and ``‖b‖²`` per node and head (LipschitzNorm needs
     them): their gradient ``2 g x`` is then added in place to the SpMM results instead of being
-    allocated and accumulated separately (two fewer passes over ``[N, H, C]`` per input).
+    allocated and accumulated separately (two fewer passes over ``[N, H, C]`` per input); ``b``'s
+    row by row when few rows have one (GT's keys: eq. (19) reads their norms through a neighbour max).
     """
 
     @staticmethod
@@ -314,12 +338,12 @@ class _CSRSDDMM(torch.autograd.Function):
         if ctx.needs_input_grad[0]:
             grad_a = _spmm(graph.csr_ptr, graph.csr_col, grad_s, b, graph.shape)
             if grad_a_sq is not None:
-                grad_a.addcmul_(a, (2 * grad_a_sq).unsqueeze(-1))
+                _add_sq_norm_grad_(grad_a, a, grad_a_sq)
         if ctx.needs_input_grad[1]:
-            grad_b = _spmm(graph.t_csr_ptr, graph.t_csr_col, grad_s.index_select(0, graph.t_perm), a,
+            grad_b = _spmm(graph.t_csr_ptr, graph.t_csr_col, _gather(grad_s, graph.t_perm), a,
                            (graph.num_src, graph.num_dst))
             if grad_b_sq is not None:
-                grad_b.addcmul_(b, (2 * grad_b_sq).unsqueeze(-1))
+                _add_sq_norm_grad_(grad_b, b, grad_b_sq, row_sparse=True)
         return grad_a, grad_b, None, None
 
 
@@ -352,30 +376,47 @@ class _NodeScores(torch.autograd.Function):
         return grad_x, grad_att, None
 
 
+# Scores under LipschitzNorm lie in [-α, α] (eq. (17)/(19) divide by a Cauchy-Schwarz bound of the raw
+# score, LeakyReLU only shrinks it), so their softmax needs no per-row maximum: a constant shift by α
+# keeps every exponential in [e^{-2α}, 1]. Up to this α the 1e-16 guard in the denominator stays
+# below 1e-16·e^{2α} < 1e-8 relative, so both forms agree to float rounding; above it the row
+# maximum is used.
+MAX_SHIFT_FREE_BOUND = 8.0
+
+
 class _CSRSoftmax(torch.autograd.Function):
-    """Softmax of ``[E, H]`` scores over each target's incoming edges (the CSR rows)."""
+    """Softmax of ``[E, H]`` scores over each target's incoming edges (the CSR rows).
+
+    Same formula and 1e-16 guard as ``torch_geometric.utils.softmax``:
+    ``p_e = exp(s_e - m_i) / (Σ_{e' ∈ row i} exp(s_e' - m_i) + 1e-16)``, with ``m_i`` the row maximum,
+    or the constant ``bound`` when the scores are known to lie in ``[-bound, bound]``. Why by hand:
+    the row sums as ``scatter_add_`` and the per-edge gathers as 1-D ``index_select`` take about half
+    the time of PyG's ``segment``/2-D gathers on CPU (PubMed-sized graph, one head), and the bounded
+    form skips the segment max (the most expensive edge pass of the three).
+    """
 
     @staticmethod
-    def forward(ctx, scores: Tensor, graph: CSRGraph) -> Tensor:  # type: ignore[override]
-        # Same operations and the same 1e-16 guard as torch_geometric.utils.softmax, so the
-        # reference and fused paths agree to rounding.
+    def forward(ctx, scores: Tensor, graph: CSRGraph, bound: float | None) -> Tensor:  # type: ignore[override]
         row = graph.row
-        smax = segment(scores, graph.rowptr, reduce="max")
-        p = (scores - smax.index_select(0, row)).exp()
-        denom = segment(p, graph.rowptr, reduce="sum") + 1e-16
-        p = p / denom.index_select(0, row)
+        if bound is None:
+            shift = _gather(segment(scores, graph.rowptr, reduce="max"), row)
+            p = scores.sub(shift).exp_()
+        else:
+            p = scores.sub(bound).exp_()
+        denom = _scatter_sum(p, row, graph.num_dst).add_(1e-16)
+        p = p.div_(_gather(denom, row))
         ctx.graph = graph
         ctx.save_for_backward(p)
         return p
 
     @staticmethod
-    def backward(ctx, grad_p: Tensor) -> tuple[Tensor, None]:  # type: ignore[override]
+    def backward(ctx, grad_p: Tensor) -> tuple[Tensor, None, None]:  # type: ignore[override]
         (p,) = ctx.saved_tensors
         graph: CSRGraph = ctx.graph
         pg = p * grad_p
         # d softmax: p ⊙ (g − Σ_row p g)
-        row_dot = segment(pg, graph.rowptr, reduce="sum")
-        return pg - p * row_dot.index_select(0, graph.row), None
+        row_dot = _scatter_sum(pg, graph.row, graph.num_dst)
+        return pg.addcmul_(p, _gather(row_dot, graph.row), value=-1.0), None, None
 
 
 def csr_spmm(values: Tensor, x: Tensor, graph: CSRGraph) -> Tensor:
@@ -402,9 +443,15 @@ def csr_sddmm_with_norms(a: Tensor, b: Tensor, graph: CSRGraph) -> tuple[Tensor,
     return _CSRSDDMM.apply(a, b, graph, True)
 
 
-def csr_softmax(scores: Tensor, graph: CSRGraph) -> Tensor:
-    """Softmax of ``[E, H]`` scores over every target's incoming edges (eq. (3) per CSR row)."""
-    return _CSRSoftmax.apply(scores, graph)
+def csr_softmax(scores: Tensor, graph: CSRGraph, bound: float | None = None) -> Tensor:
+    """Softmax of ``[E, H]`` scores over every target's incoming edges (eq. (3) per CSR row).
+
+    ``bound``: a promise that every score lies in ``[-bound, bound]`` (LipschitzNorm's scores do, with
+    ``bound = α``); up to :data:`MAX_SHIFT_FREE_BOUND` it replaces the per-row maximum as the shift.
+    """
+    if bound is not None and not 0 < bound <= MAX_SHIFT_FREE_BOUND:
+        bound = None
+    return _CSRSoftmax.apply(scores, graph, bound)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -537,25 +584,33 @@ def neighbour_max_csr(s: Tensor, graph: CSRGraph) -> Tensor:
 
 class _GATScaledScores(torch.autograd.Function):
     """GAT scores rescaled per target: ``(a_src[j] + a_dst[i]) · k_i`` per edge ``j → i`` (``[E, H]``)
-    from per-node ``a_src``, ``a_dst``, ``k`` (``[N, H]``), with ``k = α / c`` of eq. (17). Three 1-D
-    gathers forward; backward three scatters (``∂a_src``, ``∂a_dst``, ``∂k``) and two products."""
+    from per-node ``a_src``, ``a_dst``, ``k`` (``[N, H]``), with ``k = α / c`` of eq. (17), or the plain
+    scores ``a_src[j] + a_dst[i]`` for ``k=None``. Two or three 1-D gathers forward; backward a
+    scatter per input (``∂a_src``, ``∂a_dst``, ``∂k``)."""
 
     @staticmethod
-    def forward(ctx, a_src: Tensor, a_dst: Tensor, k: Tensor, graph: CSRGraph) -> Tensor:  # type: ignore[override]
+    def forward(ctx, a_src: Tensor, a_dst: Tensor, k: Tensor | None, graph: CSRGraph) -> Tensor:  # type: ignore[override]
         raw = _gather(a_src, graph.col).add_(_gather(a_dst, graph.row))
-        k_edge = _gather(k, graph.row)
         ctx.graph = graph
+        if k is None:
+            return raw
+        k_edge = _gather(k, graph.row)
         ctx.save_for_backward(raw, k_edge)
         return raw * k_edge
 
     @staticmethod
-    def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor, Tensor, None]:  # type: ignore[override]
-        raw, k_edge = ctx.saved_tensors
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor, Tensor | None, None]:  # type: ignore[override]
         graph: CSRGraph = ctx.graph
-        grad_raw = grad * k_edge
+        grad_k = None
+        saved = ctx.saved_tensors  # read once (activation checkpointing allows one unpack)
+        if saved:
+            raw, k_edge = saved
+            grad_raw = grad * k_edge
+            grad_k = _scatter_sum(grad * raw, graph.row, graph.num_dst)
+        else:
+            grad_raw = grad
         grad_src = _scatter_sum(grad_raw, graph.col, graph.num_src)
         grad_dst = _scatter_sum(grad_raw, graph.row, graph.num_dst)
-        grad_k = _scatter_sum(grad * raw, graph.row, graph.num_dst)
         return grad_src, grad_dst, grad_k, None
 
 
@@ -593,11 +648,10 @@ class _WithSqNorm(torch.autograd.Function):
         (x,) = ctx.saved_tensors
         if grad_sq is None:
             return grad_x
-        term = (2 * grad_sq).unsqueeze(-1)
         if grad_x is None:
-            return x * term
+            return x * (2 * grad_sq).unsqueeze(-1)
         # grad_x is the SpMM backward's own fresh buffer (nothing else holds it): add in place.
-        return grad_x.addcmul_(x, term) if grad_x.is_contiguous() else grad_x.addcmul(x, term)
+        return _add_sq_norm_grad_(grad_x if grad_x.is_contiguous() else grad_x.contiguous(), x, grad_sq, True)
 
 
 def with_sq_norm(x: Tensor) -> tuple[Tensor, Tensor]:
@@ -772,15 +826,18 @@ class FusedLipGATConv(LipGATConv):
             # unless edge features send the layer to the shared per-edge function.
             need_sq = self.lipschitz_norm and edge_proj is None
             a_src, a_dst, sq_src, sq_dst = self._node_terms(x_src, x_dst, need_sq)
+            bound = None
             if need_sq and self.variant == "paper":
                 # Eq. (17)'s c_i is one value per target, so α / c_i is computed per node and applied
                 # in the same pass that gathers the score terms per edge (no [E, H] denominator).
                 c = gat_node_denominator_csr(sq_src, sq_dst, self.att_src, self.att_dst, graph)
                 score = _GATScaledScores.apply(a_src, a_dst, self.alpha / c, graph)
+                # c_i bounds |a·[Wx_i ‖ Wx_j]| (Cauchy-Schwarz), so |score| <= α before LeakyReLU.
+                bound = self.alpha * max(1.0, abs(self.negative_slope))
             else:
                 score = self._plain_or_edge_scores(a_src, a_dst, sq_src, sq_dst, x_src, x_dst, edge_proj, graph)
             score = F.leaky_relu(score, self.negative_slope)
-            alpha = csr_softmax(score, graph)
+            alpha = csr_softmax(score, graph, bound)
             alpha = F.dropout(alpha, p=self.dropout, training=self.training)
             out = csr_spmm(alpha, x_src, graph)
 
@@ -797,7 +854,7 @@ class FusedLipGATConv(LipGATConv):
     ) -> Tensor:
         """Scores ``[E, H]`` before LeakyReLU without LipschitzNorm, with edge features or with the
         reference variant (whose denominator varies along a target's edges)."""
-        score = a_src.index_select(0, graph.col) + a_dst.index_select(0, graph.row)  # [E, H]
+        score = _GATScaledScores.apply(a_src, a_dst, None, graph)  # [E, H]
         if edge_proj is not None:
             score = score + (edge_proj * self.att_edge).sum(-1)
         if not self.lipschitz_norm:
@@ -905,7 +962,9 @@ class FusedLipTransformerConv(LipTransformerConv):
                     score = self.alpha * dot / denom
                 else:
                     score = self.alpha * (dot / math.sqrt(C)) / denom
-            alpha = csr_softmax(score, graph)
+            # Eq. (19)'s c_i bounds |q_i·k_j| by Cauchy-Schwarz (u_i v_i >= ‖q_i‖‖k_j‖), so the
+            # per-node scores lie in [-α, α].
+            alpha = csr_softmax(score, graph, self.alpha if sq_norms is not None else None)
             alpha = F.dropout(alpha, p=self.dropout, training=self.training)
             out = csr_spmm(alpha, value, graph)
             if edge_proj is not None:
