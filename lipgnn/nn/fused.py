@@ -350,7 +350,13 @@ class _CSRSDDMM(torch.autograd.Function):
 class _NodeScores(torch.autograd.Function):
     """GAT's per-node score terms ``[N, H, 2]`` (``a_src·Wx``, ``a_dst·Wx``) as one product of the
     projection with the block-diagonal ``[H·C, 2H]`` matrix of attention vectors, and optionally
-    ``‖Wx‖²`` ``[N, H]`` from the same input, whose gradient ``2 g x`` is added in place."""
+    ``‖Wx‖²`` ``[N, H]`` from the same input.
+
+    The projection itself is passed through as the first output, to be used downstream (the SpMM)
+    instead of ``x``. Why: then the whole gradient of ``x`` arrives in this backward, which adds the
+    score and norm terms in place to the SpMM's gradient buffer (an in-place GEMM and ``addcmul_``)
+    instead of allocating them and letting autograd sum the two ``[N, H, C]`` gradients.
+    """
 
     @staticmethod
     def forward(ctx, x: Tensor, att: Tensor, with_norm: bool):  # type: ignore[override]
@@ -358,17 +364,22 @@ class _NodeScores(torch.autograd.Function):
         flat = x.reshape(x.size(0), -1)
         both = (flat @ att).view(x.size(0), x.size(1), 2)
         if not with_norm:
-            return both
-        return both, torch.linalg.vector_norm(x, dim=-1).square_()
+            return x.view_as(x), both
+        return x.view_as(x), both, torch.linalg.vector_norm(x, dim=-1).square_()
 
     @staticmethod
-    def backward(ctx, grad_both: Tensor, grad_sq: Tensor | None = None):  # type: ignore[override]
+    def backward(ctx, grad_pass: Tensor | None, grad_both: Tensor, grad_sq: Tensor | None = None):  # type: ignore[override]
         x, att = ctx.saved_tensors
         flat = x.reshape(x.size(0), -1)
         g = grad_both.reshape(x.size(0), -1)
         grad_x = grad_att = None
         if ctx.needs_input_grad[0]:
-            grad_x = (g @ att.t()).view_as(x)
+            if grad_pass is None:
+                grad_x = (g @ att.t()).view_as(x)
+            else:
+                # The SpMM backward's own fresh buffer (nothing else holds it): accumulate in place.
+                grad_x = grad_pass if grad_pass.is_contiguous() else grad_pass.contiguous()
+                grad_x.view(x.size(0), -1).addmm_(g, att.t())
             if grad_sq is not None:
                 grad_x.addcmul_(x, (2 * grad_sq).unsqueeze(-1))
         if ctx.needs_input_grad[1]:
@@ -825,7 +836,10 @@ class FusedLipGATConv(LipGATConv):
             # The squared norms ‖Wx‖² of eq. (17) come with the score terms (same pass over Wx)
             # unless edge features send the layer to the shared per-edge function.
             need_sq = self.lipschitz_norm and edge_proj is None
-            a_src, a_dst, sq_src, sq_dst = self._node_terms(x_src, x_dst, need_sq)
+            shared = x_dst is x_src
+            x_src, a_src, a_dst, sq_src, sq_dst = self._node_terms(x_src, x_dst, need_sq)
+            if shared:
+                x_dst = x_src  # every later use goes through the pass-through (one gradient buffer)
             bound = None
             if need_sq and self.variant == "paper":
                 # Eq. (17)'s c_i is one value per target, so α / c_i is computed per node and applied
@@ -870,20 +884,22 @@ class FusedLipGATConv(LipGATConv):
 
     def _node_terms(
         self, x_src: Tensor, x_dst: Tensor, with_norms: bool
-    ) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
-        """``a_src·Wx_j``, ``a_dst·Wx_i`` (``[N, H]``) and, if asked, ``‖Wx_j‖²``, ``‖Wx_i‖²``."""
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor | None, Tensor | None]:
+        """The projection to use downstream (a pass-through of ``x_src`` for a shared projection, see
+        :class:`_NodeScores`), ``a_src·Wx_j``, ``a_dst·Wx_i`` (``[N, H]``) and, if asked,
+        ``‖Wx_j‖²``, ``‖Wx_i‖²``."""
         if x_dst is not x_src:  # separate lin_src / lin_dst projections
             a_src, a_dst = (x_src * self.att_src).sum(-1), (x_dst * self.att_dst).sum(-1)
             if not with_norms:
-                return a_src, a_dst, None, None
-            return a_src, a_dst, row_sq_norm(x_src), row_sq_norm(x_dst)
+                return x_src, a_src, a_dst, None, None
+            return x_src, a_src, a_dst, row_sq_norm(x_src), row_sq_norm(x_dst)
         blocks = [torch.stack([self.att_src[0, h], self.att_dst[0, h]], dim=-1) for h in range(self.heads)]
         att = torch.block_diag(*blocks)  # [H·C, 2H]
         if not with_norms:
-            both = _NodeScores.apply(x_src, att, False)
-            return both[..., 0], both[..., 1], None, None
-        both, sq = _NodeScores.apply(x_src, att, True)
-        return both[..., 0], both[..., 1], sq, sq
+            x_pass, both = _NodeScores.apply(x_src, att, False)
+            return x_pass, both[..., 0], both[..., 1], None, None
+        x_pass, both, sq = _NodeScores.apply(x_src, att, True)
+        return x_pass, both[..., 0], both[..., 1], sq, sq
 
 
 class FusedLipTransformerConv(LipTransformerConv):
