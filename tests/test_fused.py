@@ -349,6 +349,10 @@ def test_fused_options_equal_reference(lip: dict) -> None:
         ({"edge_dim": 3, "fill_value": 0.5}, edge_attr),
         ({"residual": True, "bias": False, "heads": 2}, None),
         ({"add_self_loops": False, "heads": 2, "concat": False}, None),
+        # Steep LeakyReLU and α near the shift-free softmax limit: the bound is α·|slope| > 8 there, so
+        # the row maximum is used; α = 2.5 with slope 3 stays below it and uses the constant shift.
+        ({"negative_slope": 3.0, "alpha": 7.0, "heads": 2}, None),
+        ({"negative_slope": 3.0, "alpha": 2.5}, None),
     ]
     for kwargs, ea in gat_cases:
         ref, fused = _pair(LipGATConv, FusedLipGATConv, IN_CHANNELS, 5, **kwargs, **lip)
@@ -358,6 +362,7 @@ def test_fused_options_equal_reference(lip: dict) -> None:
     ref, fused = _pair(LipGATConv, FusedLipGATConv, (IN_CHANNELS, IN_CHANNELS), 5, heads=2, **lip)
     assert_same_forward_backward(ref, fused, x, ei)
     gt_cases = [
+        ({"alpha": 7.5, "heads": 2}, None),
         ({"edge_dim": 3, "heads": 2}, edge_attr),
         ({"beta": True, "heads": 2}, None),
         ({"root_weight": False, "bias": False, "concat": False, "heads": 2}, None),
@@ -367,6 +372,24 @@ def test_fused_options_equal_reference(lip: dict) -> None:
         _randomise(ref)
         fused.load_state_dict(ref.state_dict())
         assert_same_forward_backward(ref, fused, x, ei, ea)
+
+
+@pytest.mark.parametrize("variant", ["paper", "reference"])
+@pytest.mark.parametrize(("kind", "scale"), [("gat", 1e-6), ("gt", 1e-6), ("gt", 1e-7)])
+def test_fused_equals_reference_for_tiny_features(kind: str, scale: float, variant: str) -> None:
+    """Near-zero inputs, where the denominators' ε guards matter: relative agreement of the attention
+    output (no bias or skip term to hide it), so the fused and shared formulas must use the same guard."""
+    if kind == "gat":
+        ref, fused = _pair(LipGATConv, FusedLipGATConv, IN_CHANNELS, 5, heads=2, bias=False, variant=variant)
+    else:
+        ref, fused = _pair(LipTransformerConv, FusedLipTransformerConv, IN_CHANNELS, 5, heads=2, bias=False,
+                           root_weight=False, variant=variant)
+    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=torch.Generator().manual_seed(9), dtype=torch.float64) * scale
+    ref, fused = ref.double(), fused.double()
+    ei = make_graph(3)
+    out_ref, out_fused = ref(x, ei), fused(x, ei)
+    assert out_ref.abs().max() > 0
+    torch.testing.assert_close(out_fused, out_ref, rtol=1e-6, atol=1e-6 * out_ref.abs().max().item())
 
 
 def test_prebuilt_csr_graph_and_fallbacks() -> None:

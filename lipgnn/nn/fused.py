@@ -368,18 +368,17 @@ class _NodeScores(torch.autograd.Function):
         return x.view_as(x), both, torch.linalg.vector_norm(x, dim=-1).square_()
 
     @staticmethod
-    def backward(ctx, grad_pass: Tensor | None, grad_both: Tensor, grad_sq: Tensor | None = None):  # type: ignore[override]
+    def backward(ctx, grad_pass: Tensor, grad_both: Tensor, grad_sq: Tensor | None = None):  # type: ignore[override]
         x, att = ctx.saved_tensors
         flat = x.reshape(x.size(0), -1)
         g = grad_both.reshape(x.size(0), -1)
         grad_x = grad_att = None
         if ctx.needs_input_grad[0]:
-            if grad_pass is None:
-                grad_x = (g @ att.t()).view_as(x)
-            else:
-                # The SpMM backward's own fresh buffer (nothing else holds it): accumulate in place.
-                grad_x = grad_pass if grad_pass.is_contiguous() else grad_pass.contiguous()
-                grad_x.view(x.size(0), -1).addmm_(g, att.t())
+            # grad_pass is the gradient of the pass-through, which in FusedLipGATConv feeds only the
+            # SpMM (and, with edge features, the shared denominator): a fresh buffer from the SpMM's
+            # backward or autograd's sum, which nothing else reads, so it is accumulated in place.
+            grad_x = grad_pass if grad_pass.is_contiguous() else grad_pass.contiguous()
+            grad_x.view(x.size(0), -1).addmm_(g, att.t())
             if grad_sq is not None:
                 grad_x.addcmul_(x, (2 * grad_sq).unsqueeze(-1))
         if ctx.needs_input_grad[1]:
@@ -388,10 +387,10 @@ class _NodeScores(torch.autograd.Function):
 
 
 # Scores under LipschitzNorm lie in [-α, α] (eq. (17)/(19) divide by a Cauchy-Schwarz bound of the raw
-# score, LeakyReLU only shrinks it), so their softmax needs no per-row maximum: a constant shift by α
-# keeps every exponential in [e^{-2α}, 1]. Up to this α the 1e-16 guard in the denominator stays
-# below 1e-16·e^{2α} < 1e-8 relative, so both forms agree to float rounding; above it the row
-# maximum is used.
+# score; GAT's LeakyReLU then maps them into [-α·|slope|, α]), so their softmax needs no per-row
+# maximum: a constant shift by the bound b keeps every exponential in [e^{-2b}, 1]. Up to this b the
+# 1e-16 guard in the denominator stays below 1e-16·e^{2b} < 1e-8 relative, so both forms agree to
+# float rounding; above it the row maximum is used.
 MAX_SHIFT_FREE_BOUND = 8.0
 
 
@@ -457,8 +456,9 @@ def csr_sddmm_with_norms(a: Tensor, b: Tensor, graph: CSRGraph) -> tuple[Tensor,
 def csr_softmax(scores: Tensor, graph: CSRGraph, bound: float | None = None) -> Tensor:
     """Softmax of ``[E, H]`` scores over every target's incoming edges (eq. (3) per CSR row).
 
-    ``bound``: a promise that every score lies in ``[-bound, bound]`` (LipschitzNorm's scores do, with
-    ``bound = α``); up to :data:`MAX_SHIFT_FREE_BOUND` it replaces the per-row maximum as the shift.
+    ``bound``: a promise that every score lies in ``[-bound, bound]`` (LipschitzNorm's scores do: GT's
+    with ``bound = α``, GAT's after LeakyReLU with ``α·max(1, |slope|)``); up to
+    :data:`MAX_SHIFT_FREE_BOUND` it replaces the per-row maximum as the shift.
     """
     if bound is not None and not 0 < bound <= MAX_SHIFT_FREE_BOUND:
         bound = None
@@ -596,8 +596,8 @@ def neighbour_max_csr(s: Tensor, graph: CSRGraph) -> Tensor:
 class _GATScaledScores(torch.autograd.Function):
     """GAT scores rescaled per target: ``(a_src[j] + a_dst[i]) · k_i`` per edge ``j → i`` (``[E, H]``)
     from per-node ``a_src``, ``a_dst``, ``k`` (``[N, H]``), with ``k = α / c`` of eq. (17), or the plain
-    scores ``a_src[j] + a_dst[i]`` for ``k=None``. Two or three 1-D gathers forward; backward a
-    scatter per input (``∂a_src``, ``∂a_dst``, ``∂k``)."""
+    scores ``a_src[j] + a_dst[i]`` for ``k=None``. Two or three gathers forward (1-D for one head);
+    backward a scatter per input (``∂a_src``, ``∂a_dst``, ``∂k``)."""
 
     @staticmethod
     def forward(ctx, a_src: Tensor, a_dst: Tensor, k: Tensor | None, graph: CSRGraph) -> Tensor:  # type: ignore[override]
@@ -667,7 +667,11 @@ class _WithSqNorm(torch.autograd.Function):
 
 def with_sq_norm(x: Tensor) -> tuple[Tensor, Tensor]:
     """A view of ``x`` to use downstream instead of ``x``, and ``‖x‖²`` over the last dimension; the
-    gradients of both reach ``x`` in one fused backward."""
+    gradients of both reach ``x`` in one fused backward.
+
+    Contract: the view may only feed operations whose backward returns a fresh gradient buffer (such
+    as :func:`csr_spmm`), because that buffer is updated in place; an op that hands one gradient
+    tensor to several inputs (``view + y``) would see the update in ``y``'s gradient too."""
     return _WithSqNorm.apply(x)
 
 
@@ -727,7 +731,8 @@ def transformer_denominator_csr(
 
     :math:`v_i = \max_{j} \|k_j\|`, :math:`w_i = \max_j \|v_j\|`, :math:`u_i = \|q_i\|` (paper) or
     :math:`u = \|Q\|_F` over the per-edge queries, i.e. :math:`\sqrt{\sum_i \deg(i) \|q_i\|^2}`
-    (reference); :math:`c_i = \max\{u v_i, u w_i, v_i w_i\} + \epsilon`.
+    (reference); :math:`c_i = \max\{u v_i, u w_i, v_i w_i\} + \epsilon^2` (the shared function's
+    guard), and 1 for targets without in-edges (they have no scores).
     """
     check_variant(variant)
     # Two [N, H] neighbour maxima rather than one over [N, 2H]: with one head each is a 1-D gather.
@@ -738,7 +743,11 @@ def transformer_denominator_csr(
     else:
         degree = (graph.rowptr[1:] - graph.rowptr[:-1]).to(q_sq.dtype).unsqueeze(-1)
         u = safe_sqrt((q_sq * degree).sum(dim=0), eps).unsqueeze(0)
-    return _MaxOfProducts.apply(u, v_i, w_i) + eps
+    c = _MaxOfProducts.apply(u, v_i, w_i) + eps * eps
+    # A target without in-edges has v = w = 0, so c = ε² there: never used forward, but α / c's
+    # gradient α / c² would overflow float32 (0 · inf = NaN). Give those rows c = 1.
+    no_edges = (graph.rowptr[1:] == graph.rowptr[:-1]).unsqueeze(-1)
+    return torch.where(no_edges, torch.ones_like(c), c)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -978,8 +987,9 @@ class FusedLipTransformerConv(LipTransformerConv):
                     score = self.alpha * dot / denom
                 else:
                     score = self.alpha * (dot / math.sqrt(C)) / denom
-            # Eq. (19)'s c_i bounds |q_i·k_j| by Cauchy-Schwarz (u_i v_i >= ‖q_i‖‖k_j‖), so the
-            # per-node scores lie in [-α, α].
+            # Eq. (19)'s c_i bounds |q_i·k_j| by Cauchy-Schwarz: u v_i >= ‖q_i‖‖k_j‖ with u = ‖q_i‖
+            # (paper) or u = ‖Q‖_F >= ‖q_i‖ (reference, whose extra 1/√d only shrinks the score), so
+            # the per-node scores lie in [-α, α].
             alpha = csr_softmax(score, graph, self.alpha if sq_norms is not None else None)
             alpha = F.dropout(alpha, p=self.dropout, training=self.training)
             out = csr_spmm(alpha, value, graph)
