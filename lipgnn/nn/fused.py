@@ -380,7 +380,7 @@ class _NodeScores(torch.autograd.Function):
             grad_x = grad_pass if grad_pass.is_contiguous() else grad_pass.contiguous()
             grad_x.view(x.size(0), -1).addmm_(g, att.t())
             if grad_sq is not None:
-                grad_x.addcmul_(x, (2 * grad_sq).unsqueeze(-1))
+                _add_sq_norm_grad_(grad_x, x, grad_sq)
         if ctx.needs_input_grad[1]:
             grad_att = flat.t() @ g
         return grad_x, grad_att, None
