@@ -6,7 +6,8 @@ every parameter agree within 1e-5 in float32, for 1/2/4 heads, concat and mean, 
 LipschitzNorm and with both of its variants, on random graphs with isolated nodes, duplicate edges
 and explicit self-loops. With ``lipschitz_norm=False`` the fused layers also equal PyG's stock
 ``GATConv`` / ``TransformerConv``. The sparse kernels' hand-written backward passes are checked with
-``torch.autograd.gradcheck`` in float64.
+``torch.autograd.gradcheck`` in float64. Every test runs with the compiled CPU loops of
+:mod:`lipgnn.nn.kernels` and again with their eager twins.
 """
 
 from __future__ import annotations
@@ -20,7 +21,13 @@ from torch import nn
 from torch_geometric.nn import GATConv, TransformerConv
 from torch_geometric.utils import softmax as pyg_softmax
 
-from lipgnn.nn import LipGATConv, LipTransformerConv, gat_lipschitz_denominator, transformer_lipschitz_denominator
+from lipgnn.nn import (
+    LipGATConv,
+    LipTransformerConv,
+    gat_lipschitz_denominator,
+    kernels,
+    transformer_lipschitz_denominator,
+)
 from lipgnn.nn.fused import (
     MAX_SHIFT_FREE_BOUND,
     CSRGraph,
@@ -41,6 +48,19 @@ from lipgnn.nn.fused import (
 )
 
 TOL = {"atol": 1e-5, "rtol": 1e-5}
+
+
+@pytest.fixture(autouse=True, params=["numba", "eager"])
+def kernel_mode(request: pytest.FixtureRequest):
+    """Every test here runs twice: with the compiled CPU loops (lipgnn.nn.kernels) and with their eager
+    twins (the path CUDA tensors take)."""
+    if request.param == "numba":
+        assert kernels.available(torch.zeros(1)), "numba kernels unavailable: the compiled path would go untested"
+        yield request.param
+    else:
+        with kernels.disabled():
+            assert not kernels.available(torch.zeros(1))
+            yield request.param
 NUM_NODES = 40
 IN_CHANNELS = 12
 

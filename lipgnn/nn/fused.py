@@ -26,6 +26,10 @@ per-node norms and one neighbour maximum per target, and are computed here in th
 tested equal to the shared functions, values and gradients); with edge features the layers call
 the shared functions directly.
 
+On CPU the per-node and per-row passes of LipschitzNorm and of GAT's scores run as compiled loops
+(:mod:`lipgnn.nn.kernels`, numba); each has an eager twin here, used for CUDA tensors and tested
+equal to it.
+
 The graph is preprocessed once per ``edge_index`` (self-loops as ``GATConv`` adds them, edges sorted
 by target then source, the CSR row pointer and the permutation to the transposed CSR) into a
 :class:`CSRGraph`, cached by tensor identity so that the ``depth`` layers of a model and every
@@ -46,6 +50,7 @@ from torch import Tensor
 from torch_geometric.utils import add_self_loops as pyg_add_self_loops
 from torch_geometric.utils import remove_self_loops, segment
 
+from lipgnn.nn import kernels
 from lipgnn.nn.lip_gat_conv import LipGATConv
 from lipgnn.nn.lip_transformer_conv import LipTransformerConv
 from lipgnn.nn.lipschitz import (
@@ -73,6 +78,7 @@ __all__ = [
     "neighbour_max_csr",
     "row_sq_norm",
     "transformer_denominator_csr",
+    "transformer_scale_csr",
     "with_sq_norm",
 ]
 
@@ -302,6 +308,8 @@ def _add_sq_norm_grad_(grad_x: Tensor, x: Tensor, grad_sq: Tensor, row_sparse: b
     indexed update of those rows. ``row_sparse`` says the caller expects that (counting the rows costs
     a pass of its own); GPUs always take the dense pass (no host sync to count the rows).
     """
+    if grad_x.is_contiguous() and kernels.available(grad_x, x, grad_sq):
+        return kernels.add_sq_norm_grad_(grad_x, x, grad_sq)  # skips zero rows itself
     term = 2 * grad_sq
     if row_sparse and not grad_x.is_cuda and grad_x.dim() == 3:
         rows = term.abs().sum(dim=1).nonzero().squeeze(1)
@@ -327,7 +335,7 @@ class _CSRSDDMM(torch.autograd.Function):
         s = _sddmm(graph, a, b)
         if not with_norms:
             return s
-        return s, torch.linalg.vector_norm(a, dim=-1).square_(), torch.linalg.vector_norm(b, dim=-1).square_()
+        return s, _sq_norm(a), _sq_norm(b)
 
     @staticmethod
     def backward(ctx, grad_s: Tensor, grad_a_sq: Tensor | None = None,  # type: ignore[override]
@@ -348,42 +356,53 @@ class _CSRSDDMM(torch.autograd.Function):
 
 
 class _NodeScores(torch.autograd.Function):
-    """GAT's per-node score terms ``[N, H, 2]`` (``a_src·Wx``, ``a_dst·Wx``) as one product of the
-    projection with the block-diagonal ``[H·C, 2H]`` matrix of attention vectors, and optionally
-    ``‖Wx‖²`` ``[N, H]`` from the same input.
+    """GAT's per-node score terms ``[N, H, 2]`` (``a_src·Wx``, ``a_dst·Wx``) from the projection
+    ``x`` ``[N, H, C]`` and the attention vectors ``att_src``, ``att_dst`` ``[H, C]``, and optionally
+    ``‖Wx‖²`` ``[N, H]`` from the same pass (:func:`lipgnn.nn.kernels.gat_node_terms`; eagerly, one
+    product with the block-diagonal ``[H·C, 2H]`` matrix of attention vectors and a norm pass).
 
     The projection itself is passed through as the first output, to be used downstream (the SpMM)
     instead of ``x``. Why: then the whole gradient of ``x`` arrives in this backward, which adds the
-    score and norm terms in place to the SpMM's gradient buffer (an in-place GEMM and ``addcmul_``)
-    instead of allocating them and letting autograd sum the two ``[N, H, C]`` gradients.
+    score and norm terms in place to the SpMM's gradient buffer instead of allocating them and
+    letting autograd sum the two ``[N, H, C]`` gradients.
     """
 
     @staticmethod
-    def forward(ctx, x: Tensor, att: Tensor, with_norm: bool):  # type: ignore[override]
-        ctx.save_for_backward(x, att)
-        flat = x.reshape(x.size(0), -1)
-        both = (flat @ att).view(x.size(0), x.size(1), 2)
+    def forward(ctx, x: Tensor, att_src: Tensor, att_dst: Tensor, with_norm: bool):  # type: ignore[override]
+        ctx.save_for_backward(x, att_src, att_dst)
+        ctx.compiled = kernels.available(x, att_src, att_dst)
+        if ctx.compiled:
+            both, sq = kernels.gat_node_terms(x, att_src, att_dst, with_norm)
+        else:
+            both = (x.reshape(x.size(0), -1) @ _block_att(att_src, att_dst)).view(x.size(0), x.size(1), 2)
+            sq = _sq_norm(x) if with_norm else None
         if not with_norm:
             return x.view_as(x), both
-        return x.view_as(x), both, torch.linalg.vector_norm(x, dim=-1).square_()
+        return x.view_as(x), both, sq
 
     @staticmethod
     def backward(ctx, grad_pass: Tensor, grad_both: Tensor, grad_sq: Tensor | None = None):  # type: ignore[override]
-        x, att = ctx.saved_tensors
+        x, att_src, att_dst = ctx.saved_tensors
+        # grad_pass is the gradient of the pass-through, which in FusedLipGATConv feeds only the
+        # SpMM (and, with edge features, the shared denominator): a fresh buffer from the SpMM's
+        # backward or autograd's sum, which nothing else reads, so it is accumulated in place.
+        grad_x = grad_pass if grad_pass.is_contiguous() else grad_pass.contiguous()
+        if ctx.compiled:
+            return (*kernels.gat_node_terms_backward(grad_x, x, att_src, att_dst, grad_both, grad_sq), None)
+        H, C = att_src.shape
         flat = x.reshape(x.size(0), -1)
         g = grad_both.reshape(x.size(0), -1)
-        grad_x = grad_att = None
-        if ctx.needs_input_grad[0]:
-            # grad_pass is the gradient of the pass-through, which in FusedLipGATConv feeds only the
-            # SpMM (and, with edge features, the shared denominator): a fresh buffer from the SpMM's
-            # backward or autograd's sum, which nothing else reads, so it is accumulated in place.
-            grad_x = grad_pass if grad_pass.is_contiguous() else grad_pass.contiguous()
-            grad_x.view(x.size(0), -1).addmm_(g, att.t())
-            if grad_sq is not None:
-                _add_sq_norm_grad_(grad_x, x, grad_sq)
-        if ctx.needs_input_grad[1]:
-            grad_att = flat.t() @ g
-        return grad_x, grad_att, None
+        grad_x.view(x.size(0), -1).addmm_(g, _block_att(att_src, att_dst).t())
+        if grad_sq is not None:
+            _add_sq_norm_grad_(grad_x, x, grad_sq)
+        # The diagonal blocks of the [H·C, 2H] gradient are the attention vectors' gradients.
+        grad_att = torch.diagonal((flat.t() @ g).view(H, C, H, 2), dim1=0, dim2=2)  # [C, 2, H]
+        return grad_x, grad_att[:, 0].t(), grad_att[:, 1].t(), None
+
+
+def _block_att(att_src: Tensor, att_dst: Tensor) -> Tensor:
+    """Block-diagonal ``[H·C, 2H]``: head ``h``'s ``(a_src, a_dst)`` as columns ``2h, 2h+1``."""
+    return torch.block_diag(*[torch.stack([att_src[h], att_dst[h]], dim=-1) for h in range(att_src.size(0))])
 
 
 # Scores under LipschitzNorm lie in [-α, α] (eq. (17)/(19) divide by a Cauchy-Schwarz bound of the raw
@@ -485,6 +504,13 @@ def csr_softmax(scores: Tensor, graph: CSRGraph, bound: float | None = None) -> 
 # [N, C] norm passes that eq. (19) needs in any form).
 
 
+def _sq_norm(x: Tensor) -> Tensor:
+    """``‖x‖²`` over the last dim (no autograd; the functions below define the gradient)."""
+    if x.dim() == 3 and kernels.available(x):
+        return kernels.sq_norm(x)
+    return torch.linalg.vector_norm(x, dim=-1).square_()
+
+
 class _RowSqNorm(torch.autograd.Function):
     """``‖x‖²`` over the last dim: one read forward, one fused ``2 g x`` backward (autograd's
     ``(x * x).sum(-1)`` stores and re-reads more)."""
@@ -492,7 +518,7 @@ class _RowSqNorm(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor) -> Tensor:  # type: ignore[override]
         ctx.save_for_backward(x)
-        return torch.linalg.vector_norm(x, dim=-1).square_()
+        return _sq_norm(x)
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> Tensor:  # type: ignore[override]
@@ -530,17 +556,26 @@ class _NeighbourMax(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, s: Tensor, graph: CSRGraph) -> Tensor:  # type: ignore[override]
+        ctx.graph = graph
+        if kernels.available(s):
+            m, arg, count = kernels.neighbour_max(s, graph.rowptr, graph.col, graph.num_dst)
+            ctx.compiled = True
+            ctx.save_for_backward(s, m, arg, count)
+            return m
+        ctx.compiled = False
         s_edge = _gather(s, graph.col)
         # The inputs are norms (>= 0), so initial=0 gives the empty rows their 0 directly.
         m = torch.segment_reduce(s_edge, "max", offsets=graph.rowptr, initial=0.0)
-        ctx.graph = graph
         ctx.save_for_backward(s_edge, m)
         return m
 
     @staticmethod
     def backward(ctx, grad_m: Tensor) -> tuple[Tensor, None]:  # type: ignore[override]
-        s_edge, m = ctx.saved_tensors
         graph: CSRGraph = ctx.graph
+        if ctx.compiled:
+            s, m, arg, count = ctx.saved_tensors
+            return kernels.neighbour_max_backward(grad_m, s, m, arg, count, graph.rowptr, graph.col), None
+        s_edge, m = ctx.saved_tensors
         # 1 on the maximising edges, else 0: m_i - s_e >= 0, so 1 - sign(m_i - s_e) is that indicator
         # (float arithmetic; the boolean eq/where/nonzero kernels are several times slower on CPU).
         is_max = torch.sign(_gather(m, graph.row) - s_edge).neg_().add_(1)
@@ -601,8 +636,14 @@ class _GATScaledScores(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, a_src: Tensor, a_dst: Tensor, k: Tensor | None, graph: CSRGraph) -> Tensor:  # type: ignore[override]
-        raw = _gather(a_src, graph.col).add_(_gather(a_dst, graph.row))
         ctx.graph = graph
+        ctx.compiled = kernels.available(a_src, a_dst, *([] if k is None else [k]))
+        if ctx.compiled:
+            # a_src / a_dst are strided views of the node terms: one contiguous copy each (N-sized)
+            a_src, a_dst = a_src.contiguous(), a_dst.contiguous()
+            ctx.save_for_backward(a_src, a_dst, k)
+            return kernels.gat_edge_scores(a_src, a_dst, k, graph.row, graph.col)
+        raw = _gather(a_src, graph.col).add_(_gather(a_dst, graph.row))
         if k is None:
             return raw
         k_edge = _gather(k, graph.row)
@@ -614,6 +655,9 @@ class _GATScaledScores(torch.autograd.Function):
         graph: CSRGraph = ctx.graph
         grad_k = None
         saved = ctx.saved_tensors  # read once (activation checkpointing allows one unpack)
+        if ctx.compiled:
+            a_src, a_dst, k = saved
+            return (*kernels.gat_edge_scores_backward(grad, a_src, a_dst, k, graph.row, graph.col), None)
         if saved:
             raw, k_edge = saved
             grad_raw = grad * k_edge
@@ -630,15 +674,22 @@ class _RowScale(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, s: Tensor, k: Tensor, graph: CSRGraph) -> Tensor:  # type: ignore[override]
-        k_edge = _gather(k, graph.row)
         ctx.graph = graph
+        ctx.compiled = kernels.available(s, k)
+        if ctx.compiled:
+            ctx.save_for_backward(s, k)
+            return kernels.row_scale(s, k, graph.row)
+        k_edge = _gather(k, graph.row)
         ctx.save_for_backward(s, k_edge)
         return s * k_edge
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor, None]:  # type: ignore[override]
-        s, k_edge = ctx.saved_tensors
         graph: CSRGraph = ctx.graph
+        if ctx.compiled:
+            s, k = ctx.saved_tensors
+            return (*kernels.row_scale_backward(grad, s, k, graph.row), None)
+        s, k_edge = ctx.saved_tensors
         return grad * k_edge, _scatter_sum(grad * s, graph.row, graph.num_dst), None
 
 
@@ -652,7 +703,7 @@ class _WithSqNorm(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor) -> tuple[Tensor, Tensor]:  # type: ignore[override]
         ctx.save_for_backward(x)
-        return x.view_as(x), torch.linalg.vector_norm(x, dim=-1).square_()
+        return x.view_as(x), _sq_norm(x)
 
     @staticmethod
     def backward(ctx, grad_x: Tensor | None, grad_sq: Tensor | None) -> Tensor | None:  # type: ignore[override]
@@ -735,9 +786,11 @@ def transformer_denominator_csr(
     guard), and 1 for targets without in-edges (they have no scores).
     """
     check_variant(variant)
-    # Two [N, H] neighbour maxima rather than one over [N, 2H]: with one head each is a 1-D gather.
-    v_i = neighbour_max_csr(safe_sqrt(k_sq, eps), graph)
-    w_i = neighbour_max_csr(safe_sqrt(v_sq, eps), graph)
+    # max_j √(s_j + ε²) = √(max_j s_j + ε²) (√ is increasing; same gradient, ties included): the
+    # square roots are taken after the neighbour maxima, on the targets. Empty rows differ (0 vs ε)
+    # but get c = 1 below. Two [N, H] maxima rather than one over [N, 2H]: with one head each is 1-D.
+    v_i = safe_sqrt(neighbour_max_csr(k_sq, graph), eps)
+    w_i = safe_sqrt(neighbour_max_csr(v_sq, graph), eps)
     if variant == "paper":
         u = safe_sqrt(q_sq, eps)
     else:
@@ -748,6 +801,39 @@ def transformer_denominator_csr(
     # gradient α / c² would overflow float32 (0 · inf = NaN). Give those rows c = 1.
     no_edges = (graph.rowptr[1:] == graph.rowptr[:-1]).unsqueeze(-1)
     return torch.where(no_edges, torch.ones_like(c), c)
+
+
+class _Eq19Scale(torch.autograd.Function):
+    """Eq. (19)'s ``α / c_i`` (paper variant) in one compiled per-node pass and its hand-written
+    backward (:func:`lipgnn.nn.kernels.eq19_scale`); equal in value and gradient to ``α`` divided by
+    :func:`transformer_denominator_csr`, which takes about 25 small per-node operations for it."""
+
+    @staticmethod
+    def forward(ctx, q_sq: Tensor, k_max: Tensor, v_max: Tensor, graph: CSRGraph, alpha: float,  # type: ignore[override]
+                eps: float) -> Tensor:
+        ctx.graph, ctx.alpha, ctx.eps = graph, alpha, eps
+        ctx.save_for_backward(q_sq, k_max, v_max)
+        return kernels.eq19_scale(q_sq, k_max, v_max, graph.rowptr, alpha, eps)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):  # type: ignore[override]
+        q_sq, k_max, v_max = ctx.saved_tensors
+        grads = kernels.eq19_scale_backward(grad, q_sq, k_max, v_max, ctx.graph.rowptr, ctx.alpha, ctx.eps)
+        return (*grads, None, None, None)
+
+
+def transformer_scale_csr(
+    q_sq: Tensor, k_sq: Tensor, v_sq: Tensor, graph: CSRGraph, alpha: float, channels: int,
+    variant: str = "paper", eps: float = EPS,
+) -> Tensor:
+    r"""The per-target factor that multiplies GT's dot products :math:`q_i^\top k_j` under
+    LipschitzNorm, ``[N_dst, H]``: :math:`\alpha / c_i` (paper) or :math:`\alpha / (c_i \sqrt{d})`
+    (reference, ``d = channels``), with :math:`c_i` of eq. (19) (:func:`transformer_denominator_csr`)."""
+    if variant == "paper" and kernels.available(q_sq, k_sq, v_sq):
+        k_max, v_max = neighbour_max_csr(k_sq, graph), neighbour_max_csr(v_sq, graph)
+        return _Eq19Scale.apply(q_sq, k_max, v_max, graph, alpha, eps)
+    c = transformer_denominator_csr(q_sq, k_sq, v_sq, graph, variant, eps)
+    return alpha / c if variant == "paper" else alpha / (c * math.sqrt(channels))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -902,12 +988,10 @@ class FusedLipGATConv(LipGATConv):
             if not with_norms:
                 return x_src, a_src, a_dst, None, None
             return x_src, a_src, a_dst, row_sq_norm(x_src), row_sq_norm(x_dst)
-        blocks = [torch.stack([self.att_src[0, h], self.att_dst[0, h]], dim=-1) for h in range(self.heads)]
-        att = torch.block_diag(*blocks)  # [H·C, 2H]
         if not with_norms:
-            x_pass, both = _NodeScores.apply(x_src, att, False)
+            x_pass, both = _NodeScores.apply(x_src, self.att_src[0], self.att_dst[0], False)
             return x_pass, both[..., 0], both[..., 1], None, None
-        x_pass, both, sq = _NodeScores.apply(x_src, att, True)
+        x_pass, both, sq = _NodeScores.apply(x_src, self.att_src[0], self.att_dst[0], True)
         return x_pass, both[..., 0], both[..., 1], sq, sq
 
 
@@ -977,8 +1061,7 @@ class FusedLipTransformerConv(LipTransformerConv):
             elif sq_norms is not None:
                 # Eq. (19)'s c_i is one value per target: scale the dot products by a per-node factor
                 # in one gather (the reference variant also has the 1/√d of the plain scores).
-                c = transformer_denominator_csr(*sq_norms, graph, self.variant)  # [N_dst, H]
-                scale = self.alpha / c if self.variant == "paper" else self.alpha / (c * math.sqrt(C))
+                scale = transformer_scale_csr(*sq_norms, graph, self.alpha, C, self.variant)  # [N_dst, H]
                 score = _RowScale.apply(dot, scale, graph)
             else:
                 assert edge_proj is not None  # the per-node branch above covers the rest

@@ -1,0 +1,226 @@
+"""The compiled CPU loops (lipgnn.nn.kernels) against their eager twins in lipgnn.nn.fused.
+
+Each compiled autograd function is run with the kernels on and off on the same inputs (float64,
+several heads, tied maxima, targets without in-edges) and must give the same values and gradients;
+the hand-written backward passes are also checked with ``torch.autograd.gradcheck``. The layer-level
+equality with the PyG reference runs in both modes in test_fused.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lipgnn.nn import kernels
+from lipgnn.nn.fused import (
+    CSRGraph,
+    FusedLipGATConv,
+    FusedLipTransformerConv,
+    _GATScaledScores,
+    _NodeScores,
+    _RowScale,
+    neighbour_max_csr,
+    row_sq_norm,
+    transformer_denominator_csr,
+    transformer_scale_csr,
+    with_sq_norm,
+)
+
+pytestmark = pytest.mark.skipif(kernels.numba is None, reason="numba not installed")
+
+
+def graph_with_ties_and_empty_rows() -> CSRGraph:
+    """Targets 0-5 with several sources (duplicate edges → exact ties), targets 6, 7 without in-edges."""
+    src = torch.tensor([0, 1, 2, 2, 3, 4, 5, 5, 1, 0, 3, 3, 4, 6, 7, 7, 2])
+    dst = torch.tensor([0, 0, 0, 1, 1, 1, 2, 3, 3, 3, 4, 4, 4, 5, 5, 5, 2])
+    return CSRGraph.from_edge_index(torch.stack([src, dst]), 8, add_self_loops=False)
+
+
+def both_modes(fn, *inputs: torch.Tensor):
+    """(output, input gradients) of ``fn`` with the compiled loops and with the eager path."""
+    gen = torch.Generator().manual_seed(5)
+    results = []
+    for compiled in (True, False):
+        leaves = [t.detach().clone().requires_grad_(True) for t in inputs]
+        if compiled:
+            out = fn(*leaves)
+        else:
+            with kernels.disabled():
+                out = fn(*leaves)
+        outs = out if isinstance(out, tuple) else (out,)
+        gen.manual_seed(5)
+        loss = sum((o * torch.randn(o.shape, generator=gen, dtype=o.dtype)).sum() for o in outs)
+        loss.backward()
+        results.append(([o.detach() for o in outs], [t.grad for t in leaves]))
+    return results
+
+
+def assert_modes_agree(fn, *inputs: torch.Tensor) -> None:
+    (out_c, grad_c), (out_e, grad_e) = both_modes(fn, *inputs)
+    for a, b in zip(out_c, out_e, strict=True):
+        torch.testing.assert_close(a, b)
+    for a, b in zip(grad_c, grad_e, strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_available_follows_dtype_device_and_switches(monkeypatch: pytest.MonkeyPatch) -> None:
+    x = torch.zeros(2, 2)
+    assert kernels.available(x, x.double()) is False  # mixed dtypes
+    assert kernels.available(x.half()) is False
+    assert kernels.available(x) is True
+    with kernels.disabled():
+        assert kernels.available(x) is False
+    monkeypatch.setenv("LIPGNN_KERNELS", "eager")
+    assert kernels.available(x) is False
+
+
+def test_neighbour_max_values_ties_and_empty_rows() -> None:
+    g = graph_with_ties_and_empty_rows()
+    s = torch.tensor([[1.0, 2.0], [4.0, 2.0], [4.0, 0.5], [0.0, 3.0], [2.0, 3.0], [1.0, 1.0], [0.0, 0.0],
+                      [0.0, 0.0]], dtype=torch.float64, requires_grad=True)
+    m = neighbour_max_csr(s, g)
+    # target 0: sources 0,1,2 → head 0 max 4 (tie 1, 2), head 1 max 2 (tie 0, 1); targets 6, 7: 0
+    assert m[0].tolist() == [4.0, 2.0] and m[6].tolist() == [0.0, 0.0] and m[7].tolist() == [0.0, 0.0]
+    # target 4: source 3 twice and 4 → head 0 max 2 (source 4), head 1 max 3 (3, 3, 4: three ties)
+    assert m[4].tolist() == [2.0, 3.0]
+    grad = torch.zeros_like(m)
+    grad[0] = torch.tensor([2.0, 4.0])
+    grad[4] = torch.tensor([1.0, 3.0])
+    m.backward(grad)
+    expected = torch.zeros(8, 2, dtype=torch.float64)
+    expected[1, 0] = expected[2, 0] = 1.0  # 2 split between the tied sources 1, 2
+    expected[0, 1] = expected[1, 1] = 2.0
+    expected[4, 0] = 1.0
+    expected[3, 1] = 2.0  # source 3 appears twice among the three tied edges: 2 × 3/3
+    expected[4, 1] = 1.0
+    torch.testing.assert_close(s.grad, expected)
+    assert_modes_agree(lambda t: neighbour_max_csr(t, g), s)
+
+
+@pytest.mark.parametrize("heads", [1, 3])
+def test_gat_node_terms_and_edge_scores_match_eager(heads: int) -> None:
+    g = CSRGraph.from_edge_index(graph_with_ties_and_empty_rows().edge_index, 8, add_self_loops=True)
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(8, heads, 5, generator=gen, dtype=torch.float64)
+    att_src, att_dst = (torch.randn(heads, 5, generator=gen, dtype=torch.float64) for _ in range(2))
+    for with_norm in (False, True):
+        # the pass-through is used downstream as the layer does (its gradient buffer is updated in place)
+        assert_modes_agree(lambda h, a, b, w=with_norm: tuple(t * 1 for t in _NodeScores.apply(h, a, b, w)),
+                           x, att_src, att_dst)
+    a_src, a_dst = (torch.randn(8, heads, generator=gen, dtype=torch.float64) for _ in range(2))
+    k = torch.rand(8, heads, generator=gen, dtype=torch.float64) + 0.1
+    assert_modes_agree(lambda p, q: _GATScaledScores.apply(p, q, None, g), a_src, a_dst)
+    assert_modes_agree(lambda p, q, r: _GATScaledScores.apply(p, q, r, g), a_src, a_dst, k)
+    raw = (a_src[g.col] + a_dst[g.row]) * k[g.row]
+    torch.testing.assert_close(_GATScaledScores.apply(a_src, a_dst, k, g), raw)
+
+
+@pytest.mark.parametrize("heads", [1, 2])
+def test_row_scale_and_norms_match_eager(heads: int) -> None:
+    g = graph_with_ties_and_empty_rows()
+    gen = torch.Generator().manual_seed(1)
+    s = torch.randn(g.num_edges, heads, generator=gen, dtype=torch.float64)
+    k = torch.randn(8, heads, generator=gen, dtype=torch.float64)
+    assert_modes_agree(lambda p, q: _RowScale.apply(p, q, g), s, k)
+    x = torch.randn(8, heads, 4, generator=gen, dtype=torch.float64)
+    assert_modes_agree(row_sq_norm, x)
+    assert_modes_agree(lambda h: tuple(t * 1 for t in with_sq_norm(h)), x)
+
+
+def test_sq_norm_gradient_leaves_rows_with_zero_gradient_untouched() -> None:
+    x = torch.randn(6, 2, 3, dtype=torch.float64)
+    grad_x = torch.randn(6, 2, 3, dtype=torch.float64)
+    grad_sq = torch.zeros(6, 2, dtype=torch.float64)
+    grad_sq[1, 0], grad_sq[4, 1] = 0.5, -2.0
+    expected = grad_x + 2 * grad_sq.unsqueeze(-1) * x
+    out = kernels.add_sq_norm_grad_(grad_x, x, grad_sq)
+    assert out is grad_x
+    torch.testing.assert_close(out, expected)
+
+
+def eq19_inputs(heads: int, tie: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(heads)
+    q, k, v = (torch.rand(8, heads, generator=gen, dtype=torch.float64) * 4 for _ in range(3))
+    if tie == "uv=uw":  # equal key and value norms: u v = u w on every target
+        v = k.clone()
+    elif tie == "all":  # every product equal
+        q, v = k.clone(), k.clone()
+    q[3] = 0.0  # a zero query norm: finite gradients at 0 (ε)
+    return q, k, v
+
+
+@pytest.mark.parametrize("tie", ["none", "uv=uw", "all"])
+@pytest.mark.parametrize("heads", [1, 3])
+def test_eq19_scale_equals_alpha_over_the_denominator(heads: int, tie: str) -> None:
+    """The compiled α / c_i of eq. (19) equals α / transformer_denominator_csr in value and gradient,
+    with ties between the three products (half the gradient to each of two equal ones) and for
+    targets without in-edges (factor α, no gradient)."""
+    g = graph_with_ties_and_empty_rows()
+    alpha = 2.5
+
+    def compiled(q, k, v):
+        return transformer_scale_csr(q, k, v, g, alpha, channels=4)
+
+    def eager(q, k, v):
+        with kernels.disabled():
+            return alpha / transformer_denominator_csr(q, k, v, g)
+
+    inputs = eq19_inputs(heads, tie)
+    out, grads = [], []
+    for fn in (compiled, eager):
+        leaves = [t.clone().requires_grad_(True) for t in inputs]
+        o = fn(*leaves)
+        (o * torch.arange(1.0, 1 + o.numel(), dtype=o.dtype).view_as(o)).sum().backward()
+        out.append(o.detach())
+        grads.append([t.grad for t in leaves])
+    torch.testing.assert_close(out[0], out[1])
+    assert out[0][6:].eq(alpha).all()
+    for a, b in zip(grads[0], grads[1], strict=True):
+        torch.testing.assert_close(a, b)
+    with kernels.disabled():  # the reference variant has no compiled path: same function both ways
+        ref = transformer_scale_csr(*inputs, g, alpha, channels=4, variant="reference")
+    torch.testing.assert_close(ref, alpha / (transformer_denominator_csr(*inputs, g, "reference") * 2.0))
+
+
+def test_compiled_backward_passes_gradcheck() -> None:
+    g = graph_with_ties_and_empty_rows()
+    gen = torch.Generator().manual_seed(3)
+
+    def rand(*shape: int) -> torch.Tensor:
+        return (torch.rand(*shape, generator=gen, dtype=torch.float64) + 0.1).requires_grad_(True)
+
+    q, k, v = rand(8, 2), rand(8, 2), rand(8, 2)
+    assert torch.autograd.gradcheck(lambda a, b, c: transformer_scale_csr(a, b, c, g, 1.5, channels=4), (q, k, v))
+    assert torch.autograd.gradcheck(lambda s: neighbour_max_csr(s, g), (rand(8, 2),))
+    assert torch.autograd.gradcheck(lambda s, f: _RowScale.apply(s, f, g), (rand(g.num_edges, 2), rand(8, 2)))
+    assert torch.autograd.gradcheck(lambda a, b, f: _GATScaledScores.apply(a, b, f, g), (rand(8, 2), rand(8, 2),
+                                                                                         rand(8, 2)))
+    x, a_src, a_dst = rand(8, 2, 3), rand(2, 3), rand(2, 3)
+    assert torch.autograd.gradcheck(lambda h, a, b: tuple(t * 1 for t in _NodeScores.apply(h, a, b, True)),
+                                    (x, a_src, a_dst))
+
+
+@pytest.mark.parametrize("kind", ["gat", "gt"])
+def test_layers_take_the_compiled_path_on_cpu(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With LipschitzNorm on a CPU float tensor the layers run the compiled loops (not silently the
+    eager twins): count the calls."""
+    calls: list[str] = []
+    for name in ("neighbour_max", "sq_norm", "gat_node_terms", "gat_edge_scores", "row_scale", "eq19_scale"):
+        original = getattr(kernels, name)
+
+        def spy(*args, _name=name, _original=original, **kw):
+            calls.append(_name)
+            return _original(*args, **kw)
+
+        monkeypatch.setattr(kernels, name, spy)
+    ei = graph_with_ties_and_empty_rows().edge_index
+    conv = (FusedLipGATConv(5, 4, heads=2, lipschitz_norm=True) if kind == "gat"
+            else FusedLipTransformerConv(5, 4, heads=2, lipschitz_norm=True))
+    conv(torch.randn(8, 5), ei).sum().backward()
+    expected = ({"gat_node_terms", "neighbour_max", "gat_edge_scores"} if kind == "gat"
+                else {"sq_norm", "neighbour_max", "eq19_scale", "row_scale"})
+    assert expected <= set(calls)
+    calls.clear()
+    with kernels.disabled():
+        conv(torch.randn(8, 5), ei).sum().backward()
+    assert calls == []
