@@ -1,4 +1,4 @@
-"""``python -m lipgnn.bench [--graphs cora,pubmed,arxiv] [--depths 2,10,30] [--repeats 5] [--out DIR] [--tiny]``."""
+"""``python -m lipgnn.bench [--graphs cora,pubmed,arxiv] [--depths 2,10,30] [--repeats 15] [--out DIR] [--tiny]``."""
 
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ def parse_args(argv: Sequence[str] | None = None) -> BenchConfig:
     p.add_argument("--graphs", type=_names(list(SIZES)), default=None,
                    help="comma-separated: cora,pubmed,arxiv (default) or tiny")
     p.add_argument("--depths", type=_ints, default=None, help="attention layers, default 2,10,30")
-    p.add_argument("--repeats", type=int, default=None, help="timed steps per variant (default 5)")
+    p.add_argument("--repeats", type=int, default=None,
+                   help="timed steps per variant (default 15: single steps vary by ±15%% on a shared CPU)")
     p.add_argument("--large-repeats", type=int, default=2, help="repeats cap on arxiv-sized graphs (default 2)")
     p.add_argument("--large-max-depth", type=int, default=8, help="depth cap on arxiv-sized graphs (default 8)")
     p.add_argument("--ckpt-graph", default=None,
@@ -59,7 +60,7 @@ def parse_args(argv: Sequence[str] | None = None) -> BenchConfig:
         # Tiny steps are dominated by per-op overhead, where a second thread only adds contention.
         threads = a.threads or 1
     else:
-        graphs, depths, repeats = a.graphs or ["cora", "pubmed", "arxiv"], a.depths or [2, 10, 30], a.repeats or 5
+        graphs, depths, repeats = a.graphs or ["cora", "pubmed", "arxiv"], a.depths or [2, 10, 30], a.repeats or 15
         ckpt_graph, ckpt_depth = a.ckpt_graph or "arxiv", a.ckpt_depth or 30
         threads = a.threads
     if repeats < 1:

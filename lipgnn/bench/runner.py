@@ -223,7 +223,7 @@ def bench_config(graph: BenchGraph, depth: int, variants: Sequence[str], repeats
 class BenchConfig:
     graphs: list[str]
     depths: list[int]
-    repeats: int = 5
+    repeats: int = 15
     out: Path = Path("results/bench")
     variants: list[str] = field(default_factory=lambda: list(VARIANTS))
     large_max_depth: int = 8
