@@ -706,12 +706,9 @@ class _WithSqNorm(torch.autograd.Function):
         return x.view_as(x), _sq_norm(x)
 
     @staticmethod
-    def backward(ctx, grad_x: Tensor | None, grad_sq: Tensor | None) -> Tensor | None:  # type: ignore[override]
+    def backward(ctx, grad_x: Tensor, grad_sq: Tensor) -> Tensor:  # type: ignore[override]
         (x,) = ctx.saved_tensors
-        if grad_sq is None:
-            return grad_x
-        if grad_x is None:
-            return x * (2 * grad_sq).unsqueeze(-1)
+        # Neither gradient is None (autograd materialises unused outputs' gradients as zeros).
         # grad_x is the SpMM backward's own fresh buffer (nothing else holds it): add in place.
         return _add_sq_norm_grad_(grad_x if grad_x.is_contiguous() else grad_x.contiguous(), x, grad_sq, True)
 
