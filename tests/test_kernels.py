@@ -97,6 +97,20 @@ def test_neighbour_max_values_ties_and_empty_rows() -> None:
     assert_modes_agree(lambda t: neighbour_max_csr(t, g), s)
 
 
+def test_nan_propagates_through_the_compiled_loops_as_through_torch() -> None:
+    """A NaN feature must reach the loss in both modes (the trainer stops a diverged run on it)."""
+    g = graph_with_ties_and_empty_rows()
+    s = torch.rand(8, 1)
+    s[2] = float("nan")  # a source of targets 0, 1 and 2
+    x = torch.randn(8, 1, 3)
+    x[4, 0, 1] = float("nan")
+    for ctx in (torch.enable_grad, kernels.disabled):
+        with ctx():
+            m = neighbour_max_csr(s, g)
+            assert m[:3].isnan().all() and not m[3:].isnan().any()
+            assert row_sq_norm(x).isnan().view(-1).tolist() == [i == 4 for i in range(8)]
+
+
 @pytest.mark.parametrize("heads", [1, 3])
 def test_gat_node_terms_and_edge_scores_match_eager(heads: int) -> None:
     g = CSRGraph.from_edge_index(graph_with_ties_and_empty_rows().edge_index, 8, add_self_loops=True)

@@ -1,22 +1,24 @@
 r"""Compiled CPU loops (numba) for the per-node and per-row passes of the fused attention layers.
 
-Why by hand: eager PyTorch runs each elementary step as its own pass over memory. Three places of
-:mod:`lipgnn.nn.fused` are a chain of such passes that one loop does in one:
+Why by hand: eager PyTorch runs each elementary step as its own pass over memory, and several
+places of :mod:`lipgnn.nn.fused` are chains of such passes that one loop does at once:
 
-- **Neighbour maximum** :math:`m_i = \max_{j \in \mathcal{N}(i)} s_j` (eq. (17)/(19)): eager, a
-  gather to the edges and a segment max forward, and four more edge-sized passes backward to find
-  the maximising edges again (torch has no segment *arg*max; ``torch_scatter``'s ``scatter_max``
-  has one but cannot be installed everywhere and gives tied edges no shared gradient). Here one
-  loop over the CSR rows finds the maximum, its source and the number of tied sources; the backward
-  is a node-sized scatter. PubMed, 1 thread: 1.7 → 0.8 ms forward + backward.
-- **Node terms of GAT** (``a_src·Wx``, ``a_dst·Wx`` and, for eq. (17), ``‖Wx‖²``) and their
-  gradients: one pass over ``Wx`` instead of a GEMM plus a norm pass, and one backward pass that also
+- **Neighbour maximum** :math:`m_i = \max_{j \in \mathcal{N}(i)} s_j` (eq. (17)/(19)). Eagerly it
+  is a gather to the edges and a segment max forward, and four more edge-sized passes backward to find
+  the maximising edges again: torch has no segment *arg*max. ``torch_scatter``'s ``scatter_max`` has
+  one, but it cannot be installed everywhere and gives tied edges no shared gradient. Here one loop
+  over the CSR rows finds the maximum, its source and the number of tied sources; the backward is a
+  node-sized scatter. PubMed, 1 thread: 1.7 → 0.8 ms forward + backward.
+- **Eq. (19)'s per-target factor** :math:`\alpha / \max\{u v, u w, v w\}`: one per-node loop instead
+  of about 25 small per-node tensor operations, forward and backward.
+- **GAT's node terms** (``a_src·Wx``, ``a_dst·Wx`` and, for eq. (17), ``‖Wx‖²``) and their
+  gradients: one pass over ``Wx`` instead of a GEMM plus a norm pass. The backward pass also
   accumulates the attention vectors' gradient.
 - **Squared norms** of eq. (17)/(19) and their gradient ``2 g x``, skipping the rows whose gradient
   is zero (eq. (19) reads key/value norms only through neighbour maxima).
-- **GAT's edge scores** ``(a_src[j] + a_dst[i]) k_i`` from per-node terms, with or without eq. (17)'s
-  per-target factor ``k``: one loop over the CSR rows instead of two or three gathers forward and
-  three scatters backward.
+- **Per-edge scores from per-node terms**: GAT's ``(a_src[j] + a_dst[i]) k_i`` (``k`` is eq. (17)'s
+  per-target factor, or absent without LipschitzNorm) and GT's ``s_e k_i``. Each is one loop over the
+  edges instead of two or three gathers forward and up to three scatters backward.
 
 numba compiles each loop on first use (cached on disk next to this file), so no C++ toolchain is
 needed. Every kernel has an eager twin in :mod:`lipgnn.nn.fused` that runs for CUDA tensors, without
@@ -24,8 +26,8 @@ numba, or with ``LIPGNN_KERNELS=eager``; the tests check both paths against each
 the PyG reference. The loops are serial: on this 2-core machine a second thread only contends (GPUs
 use the eager path).
 
-The ``zero`` arguments are ``0`` in the tensors' dtype, so that numba compiles
-float32 arithmetic for float32 data (a literal ``0.0`` would make it float64, ~2x slower).
+The ``zero`` arguments are ``0`` in the tensors' dtype, so that numba compiles float32 arithmetic for
+float32 data (a literal ``0.0`` would make it float64, ~2x slower).
 """
 
 from __future__ import annotations
@@ -95,7 +97,9 @@ def _zero(t: Tensor) -> np.generic:
 
 if numba is not None:
     _jit = numba.njit(cache=True, nogil=True, fastmath=False)
-    _jit_fast = numba.njit(cache=True, nogil=True, fastmath=True)  # reassociated sums (vectorised)
+    # Reassociated sums and fused multiply-adds let LLVM vectorise the reductions; no "no NaN/inf"
+    # assumptions, so a diverging run still shows its NaN (the trainer stops on it).
+    _jit_fast = numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
 
     # Loops over edges keep the head loop outermost: with the per-edge head loop innermost, rows of
     # ~5 edges and one head spend most of their time in loop overhead (measured 3-4x slower).
@@ -109,7 +113,7 @@ if numba is not None:
                 best = zero  # the eager path's initial=0 (the values are norms, >= 0)
                 for e in range(start, end):
                     v = s[col[e], k]
-                    best = v if v > best else best
+                    best = v if (v > best or v != v) else best  # a NaN sticks, as in torch's max
                 # A second pass over the (cached) row finds the maximiser and its ties; one branchy
                 # pass that tracks both is slower (a misprediction at every new running maximum).
                 where, ties = -1, 0
