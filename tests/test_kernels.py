@@ -17,6 +17,7 @@ from lipgnn.nn.fused import (
     FusedLipGATConv,
     FusedLipTransformerConv,
     _GATScaledScores,
+    _NeighbourMaxPair,
     _NodeScores,
     _RowScale,
     neighbour_max_csr,
@@ -95,6 +96,15 @@ def test_neighbour_max_values_ties_and_empty_rows() -> None:
     expected[4, 1] = 1.0
     torch.testing.assert_close(s.grad, expected)
     assert_modes_agree(lambda t: neighbour_max_csr(t, g), s)
+    # GT's paired maxima (keys and values in one loop) equal two separate ones, gradients included
+    s2 = torch.rand(8, 2, dtype=torch.float64)
+    s2[5] = s2[4]  # a tie in target 4's row
+    (pair, pair_grads), (single, single_grads) = [
+        both_modes(fn, s, s2)[0] for fn in
+        (lambda a, b: _NeighbourMaxPair.apply(a, b, g), lambda a, b: (neighbour_max_csr(a, g), neighbour_max_csr(b, g)))
+    ]
+    for a, b in zip(pair + pair_grads, single + single_grads, strict=True):
+        torch.testing.assert_close(a, b)
 
 
 def test_nan_propagates_through_the_compiled_loops_as_through_torch() -> None:
@@ -219,7 +229,8 @@ def test_layers_take_the_compiled_path_on_cpu(kind: str, monkeypatch: pytest.Mon
     """With LipschitzNorm on a CPU float tensor the layers run the compiled loops (not silently the
     eager twins): count the calls."""
     calls: list[str] = []
-    for name in ("neighbour_max", "sq_norm", "gat_node_terms", "gat_edge_scores", "row_scale", "eq19_scale"):
+    for name in ("neighbour_max", "neighbour_max_pair", "sq_norm", "gat_node_terms", "gat_edge_scores", "row_scale",
+                 "eq19_scale"):
         original = getattr(kernels, name)
 
         def spy(*args, _name=name, _original=original, **kw):
@@ -232,7 +243,7 @@ def test_layers_take_the_compiled_path_on_cpu(kind: str, monkeypatch: pytest.Mon
             else FusedLipTransformerConv(5, 4, heads=2, lipschitz_norm=True))
     conv(torch.randn(8, 5), ei).sum().backward()
     expected = ({"gat_node_terms", "neighbour_max", "gat_edge_scores"} if kind == "gat"
-                else {"sq_norm", "neighbour_max", "eq19_scale", "row_scale"})
+                else {"sq_norm", "neighbour_max_pair", "eq19_scale", "row_scale"})
     assert expected <= set(calls)
     calls.clear()
     with kernels.disabled():

@@ -809,14 +809,34 @@ class _Eq19Scale(torch.autograd.Function):
     def forward(ctx, q_sq: Tensor, k_max: Tensor, v_max: Tensor, graph: CSRGraph, alpha: float,  # type: ignore[override]
                 eps: float) -> Tensor:
         ctx.graph, ctx.alpha, ctx.eps = graph, alpha, eps
-        ctx.save_for_backward(q_sq, k_max, v_max)
-        return kernels.eq19_scale(q_sq, k_max, v_max, graph.rowptr, alpha, eps)
+        scale, uvw = kernels.eq19_scale(q_sq, k_max, v_max, graph.rowptr, alpha, eps)
+        ctx.save_for_backward(uvw)
+        return scale
 
     @staticmethod
     def backward(ctx, grad: Tensor):  # type: ignore[override]
-        q_sq, k_max, v_max = ctx.saved_tensors
-        grads = kernels.eq19_scale_backward(grad, q_sq, k_max, v_max, ctx.graph.rowptr, ctx.alpha, ctx.eps)
+        (uvw,) = ctx.saved_tensors
+        grads = kernels.eq19_scale_backward(grad, uvw, ctx.graph.rowptr, ctx.alpha, ctx.eps)
         return (*grads, None, None, None)
+
+
+class _NeighbourMaxPair(torch.autograd.Function):
+    """:func:`neighbour_max_csr` of two inputs (GT's key and value norms) in one compiled loop over
+    the rows (CPU only; the eager path takes the two maxima separately)."""
+
+    @staticmethod
+    def forward(ctx, s1: Tensor, s2: Tensor, graph: CSRGraph) -> tuple[Tensor, Tensor]:  # type: ignore[override]
+        ctx.graph = graph
+        (m1, a1, c1), (m2, a2, c2) = kernels.neighbour_max_pair(s1, s2, graph.rowptr, graph.col, graph.num_dst)
+        ctx.save_for_backward(s1, m1, a1, c1, s2, m2, a2, c2)
+        return m1, m2
+
+    @staticmethod
+    def backward(ctx, g1: Tensor, g2: Tensor):  # type: ignore[override]
+        s1, m1, a1, c1, s2, m2, a2, c2 = ctx.saved_tensors
+        graph: CSRGraph = ctx.graph
+        return (kernels.neighbour_max_backward(g1, s1, m1, a1, c1, graph.rowptr, graph.col),
+                kernels.neighbour_max_backward(g2, s2, m2, a2, c2, graph.rowptr, graph.col), None)
 
 
 def transformer_scale_csr(
@@ -827,7 +847,7 @@ def transformer_scale_csr(
     LipschitzNorm, ``[N_dst, H]``: :math:`\alpha / c_i` (paper) or :math:`\alpha / (c_i \sqrt{d})`
     (reference, ``d = channels``), with :math:`c_i` of eq. (19) (:func:`transformer_denominator_csr`)."""
     if variant == "paper" and kernels.available(q_sq, k_sq, v_sq):
-        k_max, v_max = neighbour_max_csr(k_sq, graph), neighbour_max_csr(v_sq, graph)
+        k_max, v_max = _NeighbourMaxPair.apply(k_sq, v_sq, graph)
         return _Eq19Scale.apply(q_sq, k_max, v_max, graph, alpha, eps)
     c = transformer_denominator_csr(q_sq, k_sq, v_sq, graph, variant, eps)
     return alpha / c if variant == "paper" else alpha / (c * math.sqrt(channels))

@@ -57,6 +57,7 @@ __all__ = [
     "gat_node_terms_backward",
     "neighbour_max",
     "neighbour_max_backward",
+    "neighbour_max_pair",
     "row_scale",
     "row_scale_backward",
     "sq_norm",
@@ -125,6 +126,31 @@ if numba is not None:
                 m[i, k] = best
                 arg[i, k] = where
                 count[i, k] = ties
+
+    @_jit
+    def _nmax_pair_fwd(rowptr, col, s1, s2, m1, m2, arg1, arg2, count1, count2, zero):  # pragma: no cover
+        # _nmax_fwd for two inputs in the same row passes (GT's key and value norms): the row
+        # structure, the column indices and the loop overhead are shared.
+        n_dst, k_dim = m1.shape
+        for k in range(k_dim):
+            for i in range(n_dst):
+                start, end = rowptr[i], rowptr[i + 1]
+                b1, b2 = zero, zero
+                for e in range(start, end):
+                    j = col[e]
+                    v1, v2 = s1[j, k], s2[j, k]
+                    b1 = v1 if (v1 > b1 or v1 != v1) else b1
+                    b2 = v2 if (v2 > b2 or v2 != v2) else b2
+                w1, w2, t1, t2 = -1, -1, 0, 0
+                for e in range(start, end):
+                    j = col[e]
+                    h1, h2 = s1[j, k] == b1, s2[j, k] == b2
+                    t1 += h1
+                    t2 += h2
+                    w1 = j if h1 else w1
+                    w2 = j if h2 else w2
+                m1[i, k], arg1[i, k], count1[i, k] = b1, w1, t1
+                m2[i, k], arg2[i, k], count2[i, k] = b2, w2, t2
 
     @_jit
     def _nmax_bwd(rowptr, col, s, m, arg, count, grad_m, grad_s):  # pragma: no cover - compiled
@@ -233,7 +259,7 @@ if numba is not None:
 
 
     @_jit
-    def _eq19_scale(rowptr, q_sq, k_max, v_max, alpha, eps, scale):  # pragma: no cover - compiled
+    def _eq19_scale(rowptr, q_sq, k_max, v_max, alpha, eps, scale, u_out, v_out, w_out):  # pragma: no cover
         n_dst, h_dim = scale.shape
         e2 = eps * eps
         for i in range(n_dst):
@@ -244,51 +270,55 @@ if numba is not None:
                 w = np.sqrt(v_max[i, h] + e2)
                 c = max(max(u * v, u * w), v * w) + e2
                 scale[i, h] = alpha if empty else alpha / c
+                u_out[i, h], v_out[i, h], w_out[i, h] = u, v, w
 
     @_jit
-    def _eq19_scale_bwd(rowptr, q_sq, k_max, v_max, alpha, eps, grad, g_q, g_k, g_v):  # pragma: no cover
+    def _eq19_scale_bwd(rowptr, u_in, v_in, w_in, alpha, eps, half, grad, g_q, g_k, g_v):  # pragma: no cover
         n_dst, h_dim = grad.shape
         e2 = eps * eps
         for i in range(n_dst):
-            if rowptr[i + 1] == rowptr[i]:
-                for h in range(h_dim):
-                    g_q[i, h] = g_k[i, h] = g_v[i, h] = 0
-                continue
+            empty = rowptr[i + 1] == rowptr[i]
             for h in range(h_dim):
-                u = np.sqrt(q_sq[i, h] + e2)
-                v = np.sqrt(k_max[i, h] + e2)
-                w = np.sqrt(v_max[i, h] + e2)
+                if empty:
+                    g_q[i, h] = g_k[i, h] = g_v[i, h] = 0
+                    continue
+                u, v, w = u_in[i, h], v_in[i, h], w_in[i, h]
                 uv, uw, vw = u * v, u * w, v * w
                 t = max(uv, uw)
                 c = max(t, vw) + e2
                 g_c = -grad[i, h] * alpha / (c * c)
                 # max(x, y) sends its gradient to the larger argument, half to each when equal
                 # (torch.maximum's rule, as in the eager _MaxOfProducts)
-                g_t = g_c if t > vw else (g_c * 0.5 if t == vw else g_c * 0)
-                g_uv = g_t if uv > uw else (g_t * 0.5 if uv == uw else g_t * 0)
+                g_t = g_c if t > vw else (g_c * half if t == vw else g_c * 0)
+                g_uv = g_t if uv > uw else (g_t * half if uv == uw else g_t * 0)
                 g_uw = g_t - g_uv
                 g_vw = g_c - g_t
-                g_q[i, h] = (g_uv * v + g_uw * w) / (u + u)
-                g_k[i, h] = (g_uv * u + g_vw * w) / (v + v)
-                g_v[i, h] = (g_uw * u + g_vw * v) / (w + w)
+                # d√(x + ε²)/dx = 1 / (2√(x + ε²))
+                g_q[i, h] = (g_uv * v + g_uw * w) * half / u
+                g_k[i, h] = (g_uv * u + g_vw * w) * half / v
+                g_v[i, h] = (g_uw * u + g_vw * v) * half / w
 
 
-def eq19_scale(q_sq: Tensor, k_max: Tensor, v_max: Tensor, rowptr: Tensor, alpha: float, eps: float) -> Tensor:
+def eq19_scale(q_sq: Tensor, k_max: Tensor, v_max: Tensor, rowptr: Tensor, alpha: float,
+               eps: float) -> tuple[Tensor, Tensor]:
     """Eq. (19)'s per-target factor ``α / c_i`` (paper variant) from ``‖q_i‖²`` and the neighbour
     maxima of ``‖k_j‖²``, ``‖v_j‖²`` (``[N_dst, H]``): ``u, v, w = √(· + ε²)``,
-    ``c_i = max{u v, u w, v w} + ε²``; ``α`` on targets without in-edges (they have no scores)."""
+    ``c_i = max{u v, u w, v w} + ε²``; ``α`` on targets without in-edges (they have no scores).
+    Also returns ``(u, v, w)`` stacked ``[3, N_dst, H]`` for the backward."""
     scale = q_sq.new_empty(q_sq.shape)
+    uvw = q_sq.new_empty(3, *q_sq.shape)
     one = _zero(q_sq) + 1
-    _eq19_scale(_np(rowptr), _np(q_sq), _np(k_max), _np(v_max), one * alpha, one * eps, scale.numpy())
-    return scale
+    _eq19_scale(_np(rowptr), _np(q_sq), _np(k_max), _np(v_max), one * alpha, one * eps, scale.numpy(),
+                *uvw.numpy())
+    return scale, uvw
 
 
-def eq19_scale_backward(grad: Tensor, q_sq: Tensor, k_max: Tensor, v_max: Tensor, rowptr: Tensor, alpha: float,
+def eq19_scale_backward(grad: Tensor, uvw: Tensor, rowptr: Tensor, alpha: float,
                         eps: float) -> tuple[Tensor, Tensor, Tensor]:
     """Gradients of :func:`eq19_scale` with respect to ``q_sq``, ``k_max``, ``v_max``."""
-    g_q, g_k, g_v = (q_sq.new_empty(q_sq.shape) for _ in range(3))
-    one = _zero(q_sq) + 1
-    _eq19_scale_bwd(_np(rowptr), _np(q_sq), _np(k_max), _np(v_max), one * alpha, one * eps, _np(grad),
+    g_q, g_k, g_v = (grad.new_empty(grad.shape) for _ in range(3))
+    one = _zero(grad) + 1
+    _eq19_scale_bwd(_np(rowptr), *uvw.numpy(), one * alpha, one * eps, one / 2, _np(grad),
                     g_q.numpy(), g_k.numpy(), g_v.numpy())
     return g_q, g_k, g_v
 
@@ -316,6 +346,19 @@ def neighbour_max(s: Tensor, rowptr: Tensor, col: Tensor, num_dst: int) -> tuple
     count = torch.empty(num_dst, s.size(1), dtype=torch.int32)
     _nmax_fwd(_np(rowptr), _np(col), _np(s), m.numpy(), arg.numpy(), count.numpy(), _zero(s))
     return m, arg, count
+
+
+def neighbour_max_pair(s1: Tensor, s2: Tensor, rowptr: Tensor, col: Tensor,
+                       num_dst: int) -> tuple[tuple[Tensor, Tensor, Tensor], tuple[Tensor, Tensor, Tensor]]:
+    """:func:`neighbour_max` of two ``[N_src, K]`` inputs over the same graph in one loop."""
+    outs = []
+    for s in (s1, s2):
+        outs.append((s.new_empty(num_dst, s.size(1)), torch.empty(num_dst, s.size(1), dtype=torch.int64),
+                     torch.empty(num_dst, s.size(1), dtype=torch.int32)))
+    (m1, a1, c1), (m2, a2, c2) = outs
+    _nmax_pair_fwd(_np(rowptr), _np(col), _np(s1), _np(s2), m1.numpy(), m2.numpy(), a1.numpy(), a2.numpy(),
+                   c1.numpy(), c2.numpy(), _zero(s1))
+    return (m1, a1, c1), (m2, a2, c2)
 
 
 def neighbour_max_backward(grad_m: Tensor, s: Tensor, m: Tensor, arg: Tensor, count: Tensor,
