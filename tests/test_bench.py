@@ -49,6 +49,9 @@ def test_tiny_cli_writes_summary(tiny_run: tuple[Path, subprocess.CompletedProce
     assert (out / "summary.png").stat().st_size > 0
     meta = json.loads((out / "meta.json").read_text())
     assert meta["graph_sources"] == {"tiny": "random"} and meta["memory_method"]
+    # Provenance: which code ran (a 40-hex sha, maybe -dirty) and whether the compiled loops did.
+    assert len(meta["git_commit"].removesuffix("-dirty")) == 40 and meta["versions"]["torch"] == torch.__version__
+    assert meta["kernels"] == "numba"
     details = pd.read_csv(out / "details.csv")
     assert (details.n == 2).sum() == 2 * len(VARIANTS)
     assert (details.q25_s <= details.median_s + 1e-12).all() and (details.median_s <= details.q75_s + 1e-12).all()

@@ -10,12 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import platform
 import shutil
-import subprocess
 import time
 import traceback
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +22,7 @@ from torch_geometric import seed_everything
 
 from lipgnn.config import validate
 from lipgnn.errors import LipgnnError
+from lipgnn.provenance import git_commit, versions
 
 log = logging.getLogger("lipgnn")
 
@@ -81,28 +79,6 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def _versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for pkg in ("lipgnn", "torch", "torch_geometric", "ogb", "hydra-core", "numpy"):
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            out[pkg] = "absent"
-    return out
-
-
-def _git_commit() -> str:
-    root = Path(__file__).resolve().parents[2]
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                             timeout=5, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=5).stdout.strip()
-        return sha + ("-dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
 def checkpoint_path(cfg: DictConfig, run_id: str) -> Path:
     return Path(cfg.results_dir) / "checkpoints" / str(cfg.experiment_name) / run_id / "checkpoint.pt"
 
@@ -124,7 +100,7 @@ def run(cfg: DictConfig, *, progress: bool | None = None) -> dict[str, Any]:
     base = {
         "schema": RECORD_SCHEMA, "run_id": run_id, "experiment": str(cfg.experiment_name),
         "config": OmegaConf.to_container(cfg, resolve=True), "seed": int(cfg.seed),
-        "versions": _versions(), "git_commit": _git_commit(),
+        "versions": versions(), "git_commit": git_commit(),
     }
     base["config"].pop("hydra", None)
     started = time.time()
