@@ -1,6 +1,9 @@
 """Where a result came from: the code's git commit and the versions of the libraries that ran it.
 
 Run records (:mod:`lipgnn.train.run`) and benchmark outputs (:mod:`lipgnn.bench`) both store these.
+The commit they store is :func:`loaded_commit`, taken when ``lipgnn`` was first imported: a sweep's
+worker process keeps the code it imported, so the working tree's ``HEAD`` at the time a record is
+written (perhaps hours and several commits later) can name code that did not run.
 """
 
 from __future__ import annotations
@@ -36,3 +39,14 @@ def git_commit() -> str:
         return sha + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+
+
+_LOADED_COMMIT: str | None = None
+
+
+def loaded_commit() -> str:
+    """:func:`git_commit` as it was when this module was first imported (``import lipgnn`` does)."""
+    global _LOADED_COMMIT
+    if _LOADED_COMMIT is None:
+        _LOADED_COMMIT = git_commit()
+    return _LOADED_COMMIT

@@ -45,7 +45,7 @@ from torch import nn
 from lipgnn.bench.graphs import SIZES, BenchGraph, load_graph
 from lipgnn.bench.memory import measure_step_memory, memory_method
 from lipgnn.nn import kernels
-from lipgnn.provenance import git_commit, versions
+from lipgnn.provenance import loaded_commit, versions
 
 VARIANTS: tuple[str, ...] = ("pyg_gat", "gat", "gat_lip", "pyg_gt", "gt", "gt_lip")
 CKPT_VARIANT = "gat_lip_ckpt"
@@ -313,7 +313,7 @@ def _write(cfg: BenchConfig, results: list[Measurement], sources: dict[str, str]
     pd.DataFrame(details).to_csv(cfg.out / "details.csv", index=False, float_format="%.6g")
     meta = {
         "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
-        "git_commit": git_commit(), "versions": versions(),
+        "git_commit": loaded_commit(), "versions": versions(),
         "kernels": "numba" if device.type == "cpu" and kernels.available(torch.zeros(1)) else "eager",
         "device": str(device), "torch": torch.__version__, "threads": torch.get_num_threads(),
         "platform": platform.platform(), "processor": platform.processor(),

@@ -22,7 +22,7 @@ from torch_geometric import seed_everything
 
 from lipgnn.config import validate
 from lipgnn.errors import LipgnnError
-from lipgnn.provenance import git_commit, versions
+from lipgnn.provenance import loaded_commit, versions
 
 log = logging.getLogger("lipgnn")
 
@@ -100,7 +100,7 @@ def run(cfg: DictConfig, *, progress: bool | None = None) -> dict[str, Any]:
     base = {
         "schema": RECORD_SCHEMA, "run_id": run_id, "experiment": str(cfg.experiment_name),
         "config": OmegaConf.to_container(cfg, resolve=True), "seed": int(cfg.seed),
-        "versions": versions(), "git_commit": git_commit(),
+        "versions": versions(), "git_commit": loaded_commit(),
     }
     base["config"].pop("hydra", None)
     started = time.time()
