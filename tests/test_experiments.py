@@ -27,7 +27,7 @@ EXPERIMENTS = {
     "fig3": ["depth=2"],
     "fig4": ["depth=2", "train.lr=0.005"],
     "fig5": ["dataset.tree_depth=2", "dataset.num_trees=64", "variant=gcn,gin_pn,ggnn,gat,gat_pn,gat_lip"],
-    "fig6": ["depth=2", "variant=gat,gat_lip,gt_ln,gt_pn"],
+    "fig6": ["depth=2", "train.lr=0.005", "variant=gat,gat_lip,gt_ln,gt_pn"],
 }
 
 

@@ -334,6 +334,25 @@ def test_lip_beating_plain_without_training_properly_holds_only_in_part(tmp_path
     assert "stays below 77.0 (5.0 points under its best depth, 2 layers: 82.0;" in depth_block
 
 
+def test_a_point_whose_sweep_has_not_finished_is_marked_and_its_verdict_says_so(tmp_path: Path) -> None:
+    """Fig. 6 with an lr grid: Cora has both lrs at every point; PubMed's GAT-Lip at 30 layers has one."""
+    results = tmp_path / "results"
+    for dataset in ("cora", "pubmed"):
+        for lr in (0.005, 0.001):
+            for norm, t in (("none", 0.3), ("lip", 0.6)):
+                if (dataset, norm, lr) != ("pubmed", "lip", 0.001):
+                    write_record(results, make_record("fig6", norm=norm, dataset=dataset, depth=30, lr=lr,
+                                                      val=t, test=t))
+    block = render_blocks(results)["claim-depth"]
+    assert "| 30 | 30.0 [1 seed] | not run | not run | 60.0 [1 seed] |" in block                  # Cora
+    assert "| 30 | 30.0 [1 seed] | not run | not run | 60.0 [1 seed] [partial: 1/2 runs] |" in block
+    assert ("- Fig. 6 PubMed, GAT-Lip vs GAT: **holds** — at 30 layers (deepest run for both) GAT-Lip test acc "
+            "60.0 vs GAT 30.0 (partial grid at 30 layers: GAT-Lip 1/2 runs; may change when the sweep "
+            "finishes).") in block
+    assert "- Fig. 6 Cora, GAT-Lip vs GAT: **holds** — at 30 layers (deepest run for both) GAT-Lip test acc " \
+           "60.0 vs GAT 30.0." in block
+
+
 def test_corrupt_json_does_not_crash_and_is_counted(tmp_path: Path) -> None:
     results = tmp_path / "results"
     table3_records(results, lip_wins=True)

@@ -360,9 +360,51 @@ def test_diverged_runs_are_counted_not_averaged(tmp_path: Path) -> None:
     assert cell.ours_text(False) == "32.0 ± 2.8 [2/4 div.]"
     assert "1 failed runs ignored" in cell.note
     dead = _cell(cells, "GAT-res", "PubMed 30 layers")
-    assert dead.state == "diverged" and dead.ours_text(False) == "diverged (2/2)"
+    # Two runs where GAT's cell has four non-failed ones (the failed run does not count): partial.
+    assert dead.state == "diverged" and dead.ours_text(False) == "diverged (2/2) [partial: 2/4 runs]"
     assert math.isnan(dead.ours_mean)
     assert _cell(cells, "GAT-Lip", "Cora 15 layers").ours_text(False) == "not run"
+
+
+def test_a_cell_whose_sweep_has_not_finished_is_marked_partial(tmp_path: Path) -> None:
+    common = {"model": "gat", "dataset": "cora", "depth": 15, "experiment": "table3"}
+    # GAT: the full grid, 2 lrs x 2 seeds. GAT-Lip: the sweep stopped after 3 of those 4 runs.
+    for lr in (0.005, 0.001):
+        for seed in (0, 1):
+            write_record(tmp_path, make_record(norm="none", lr=lr, seed=seed, best=(0.9, 0.7, 0.70), **common))
+            if (lr, seed) != (0.001, 1):
+                write_record(tmp_path, make_record(norm="lip", lr=lr, seed=seed, best=(0.9, 0.8, 0.80), **common))
+    cells = build_cells(load_records(tmp_path, "table3"), TABLES["table3"])
+    full, part = _cell(cells, "GAT", "Cora 15 layers"), _cell(cells, "GAT-Lip", "Cora 15 layers")
+    assert full.ours_text(False) == "70.0 ± 0.0" and not full.partial
+    assert (part.grid_runs, part.full_grid_runs) == (3, 4)
+    assert part.ours_text(False) == "80.0 ± 0.0 [partial: 3/4 runs]"
+    assert "partial grid: 3 of the 4 runs" in part.note
+    assert _cell(cells, "GAT-res", "Cora 15 layers").ours_text(False) == "not run"
+    frame = pd.read_csv(pd.io.common.StringIO(render_csv(cells)))
+    row = frame[(frame["row"] == "GAT-Lip") & (frame["column"] == "Cora 15 layers")].iloc[0]
+    assert (row.grid_runs, row.full_grid_runs) == (3, 4)
+    make_tables(tmp_path, names=("table3",))
+    assert "- [partial: k/K runs]" in (tmp_path / "tables" / "table3.md").read_text()
+
+
+def test_partial_points_get_hollow_markers_in_figures(tmp_path: Path) -> None:
+    from lipgnn.results.figures import fig6
+
+    common = {"model": "gat", "dataset": "cora", "experiment": "fig6", "missing_rate": None}
+    for depth in (2, 10):
+        for lr in (0.005, 0.001):
+            write_record(tmp_path, make_record(norm="none", depth=depth, lr=lr, **common))
+            if (depth, lr) != (10, 0.001):
+                write_record(tmp_path, make_record(norm="lip", depth=depth, lr=lr, **common))
+    fig = fig6(load_records(tmp_path, "fig6"))
+    hollow = [(line.get_markeredgecolor(), list(line.get_xdata())) for ax in fig.axes for line in ax.get_lines()
+              if line.get_markerfacecolor() in ("white", "w", (1.0, 1.0, 1.0, 1.0))]
+    assert hollow == [("#d62728", [10.0])]     # GAT-Lip (red) at 10 layers only
+    assert "hollow marker: partial point" in fig.texts[0].get_text()
+    complete = tmp_path / "complete"
+    write_record(complete, make_record(norm="none", depth=2, **common))
+    assert "hollow" not in fig6(load_records(complete, "fig6")).texts[0].get_text()
 
 
 def test_csv_has_required_columns(tmp_path: Path) -> None:

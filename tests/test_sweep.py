@@ -20,7 +20,7 @@ CPU_COUNTS = {
     "fig3": 2 * 4,
     "fig4": 2 * 4 * 2,
     "fig5": 9 * 5,
-    "fig6": 8 * 1 * 4,
+    "fig6": 8 * 1 * 4 * 2,  # variants x dataset x depths x lr
 }
 PAPER_COUNTS = {
     "table3": 4 * 2 * 2 * 4 * 4 * 2 * 3 * 4 * 5,

@@ -32,6 +32,7 @@ from lipgnn.results.tables import (
     NEEDS_OGB,
     NOT_RUN,
     OGB_DATASETS,
+    full_grid_size,
     select_best,
     with_selected_metrics,
 )
@@ -138,18 +139,38 @@ def _by_depth(runs: pd.DataFrame, depth_col: str = "depth", value: str = "sel_te
     return xs, means, stds, all_div, seeds
 
 
+def _partial_depths(runs: pd.DataFrame, depth_col: str, full: int) -> set[float]:
+    """Depths whose point has fewer runs than the figure's fullest point (``tables.full_grid_size``)."""
+    sizes = runs.groupby(pd.to_numeric(runs[depth_col], errors="coerce")).size()
+    return {float(d) for d, n in sizes.items() if 0 < n < full}
+
+
 def _plot_depth_series(ax, runs: pd.DataFrame, label: str, colour: str, linestyle: str, marker: str,
-                       depth_col: str = "depth", value: str = "sel_test") -> bool:
+                       depth_col: str = "depth", value: str = "sel_test", full: int = 0) -> bool:
+    """One variant's selected metric against depth; a point whose sweep has not finished (fewer runs
+    than ``full``) gets a hollow marker, so it is not read as final."""
     xs, means, stds, all_div, _ = _by_depth(runs, depth_col, value)
     if xs:
         ax.errorbar(xs, means, yerr=stds, label=label, color=colour, linestyle=linestyle, marker=marker,
                     markersize=4, capsize=2, linewidth=1.2)
+        partial = _partial_depths(runs, depth_col, full)
+        points = [(x, m) for x, m in zip(xs, means, strict=True) if x in partial]
+        if points:
+            ax.plot(*zip(*points, strict=True), linestyle="none", marker=marker, markersize=6, color=colour,
+                    markerfacecolor="white", markeredgecolor=colour, zorder=3)
     if all_div:
         # Depths where every seed diverged: an x at the bottom of the panel instead of a fake value.
         ax.plot(all_div, [0.03] * len(all_div), linestyle="none", marker="x", color=colour, markersize=6,
                 transform=ax.get_xaxis_transform(), label=f"{label}: all seeds diverged")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     return bool(xs or all_div)
+
+
+def _partial_caption(runs: pd.DataFrame, keys: list[str], full: int) -> str:
+    """A caption line for hollow markers, only when some point's sweep has not finished."""
+    if runs.empty or int(runs.groupby(keys, dropna=False).size().min()) >= full:
+        return ""
+    return f"\nhollow marker: partial point (sweep not finished: fewer than the {full} runs of the fullest point)"
 
 
 def _describe(runs: pd.DataFrame) -> str:
@@ -267,13 +288,15 @@ def fig4(df: pd.DataFrame) -> Figure:
     fig = Figure(figsize=(5.5, 3.8), layout="constrained")
     ax = fig.add_subplot()
     drawn = False
+    full = full_grid_size(runs, ["variant", "depth"])
     for variant, norm in (("GAT", "none"), ("GAT-Lip", "lip")):
         drawn |= _plot_depth_series(ax, runs[runs["variant"] == variant], variant, NORM_COLOURS[norm],
-                                    "-", "o" if norm == "none" else "s")
+                                    "-", "o" if norm == "none" else "s", full=full)
     ax.set_xlabel("number of layers")
     ax.set_ylabel("test accuracy (%)")
     ax.set_ylim(0, 100)
-    ax.set_title(title + "\n(best config per depth by validation; mean ± std over seeds)")
+    ax.set_title(title + "\n(best config per depth by validation; mean ± std over seeds)"
+                 + _partial_caption(runs, ["variant", "depth"], full))
     if drawn:
         ax.legend()
         ax.grid(alpha=0.3)
@@ -290,6 +313,7 @@ def fig5(df: pd.DataFrame) -> Figure:
         return _empty_figure("fig5", title)
     fig = Figure(figsize=(12, 3.4), layout="constrained")
     axes = fig.subplots(1, 4, sharey=True)
+    full = full_grid_size(runs, ["variant", "tree_depth"])
     for ax, model in zip(axes, FIG5_MODELS, strict=True):
         sub = runs[runs["model"].astype(str).str.lower() == model]
         ax.set_title(model.upper())
@@ -302,7 +326,7 @@ def fig5(df: pd.DataFrame) -> Figure:
                 continue
             label = {"none": "None", "pairnorm": "PairNorm", "lip": "LipschitzNorm"}[norm]
             drawn |= _plot_depth_series(ax, series, label, NORM_COLOURS[norm], "-", marker,
-                                        depth_col="tree_depth", value="max_train")
+                                        depth_col="tree_depth", value="max_train", full=full)
         if model == "gat":
             for variant, value in paper.FIG5_TREE_DEPTH10.items():
                 norm = "lip" if variant.endswith("Lip") else "pairnorm"
@@ -315,7 +339,8 @@ def fig5(df: pd.DataFrame) -> Figure:
             _note(ax, NOT_RUN)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("train accuracy (%)")
-    fig.suptitle(title + " (best train accuracy over epochs, Alon & Yahav's protocol; mean ± std over seeds)")
+    fig.suptitle(title + " (best train accuracy over epochs, Alon & Yahav's protocol; mean ± std over seeds)"
+                 + _partial_caption(runs, ["variant", "tree_depth"], full))
     return fig
 
 
@@ -328,6 +353,7 @@ def fig6(df: pd.DataFrame) -> Figure:
     fig = Figure(figsize=(13, 3.9), layout="constrained")
     axes = fig.subplots(1, 4)
     handles: dict[str, object] = {}
+    full = full_grid_size(runs, ["dataset", "variant", "depth"])
     for ax, dataset in zip(axes, FIG6_DATASETS, strict=True):
         sub = runs[runs["dataset"].astype(str).str.lower() == dataset]
         ax.set_title(DATASET_NAMES[dataset])
@@ -341,7 +367,7 @@ def fig6(df: pd.DataFrame) -> Figure:
             model, _, suffix = variant.partition("-")
             norm = {"": "none", "Ln": "layernorm", "Pn": "pairnorm", "Lip": "lip"}[suffix]
             linestyle, marker = MODEL_STYLE[model.lower()]
-            drawn |= _plot_depth_series(ax, series, variant, NORM_COLOURS[norm], linestyle, marker)
+            drawn |= _plot_depth_series(ax, series, variant, NORM_COLOURS[norm], linestyle, marker, full=full)
         if drawn:
             ax.grid(alpha=0.3)
             for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
@@ -352,7 +378,8 @@ def fig6(df: pd.DataFrame) -> Figure:
         order = [v for v in FIG6_VARIANTS if v in handles]
         order += sorted(k for k in handles if k not in order)
         fig.legend([handles[k] for k in order], order, loc="outside lower center", ncol=min(len(order), 8))
-    fig.suptitle(title + " — best config per depth by validation; mean ± std over seeds")
+    fig.suptitle(title + " — best config per depth by validation; mean ± std over seeds"
+                 + _partial_caption(runs, ["dataset", "variant", "depth"], full))
     return fig
 
 

@@ -52,6 +52,8 @@ from lipgnn.results.tables import (
     _joined,
     _ranges,
     build_cells,
+    full_grid_size,
+    partial_text,
     select_best,
     with_selected_metrics,
 )
@@ -87,7 +89,8 @@ CANNOT_JUDGE = "cannot be judged"
 LEGEND = ("Cells: test metric of the configuration with the best mean validation metric, mean ± sample std "
           "(ddof=1) over its non-diverged seeds, in %; [1 seed]: a single usable seed (no std); [k/n div.]: "
           "k of its n seeds diverged and are left out of the mean; diverged (k/n): every run diverged; "
-          f"{NOT_RUN}: no records.")
+          "[partial: k/K runs]: the sweep has not finished this point (k runs where the fullest point has K), "
+          f"so fewer configurations or seeds were compared; {NOT_RUN}: no records.")
 
 
 # ------------------------------------------------------------------------------------------ records
@@ -190,22 +193,23 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines
 
 
-def _selection_text(sel: Selection | None, runs: pd.DataFrame) -> str:
-    """A cell in the tables' format (without depth): ``mean ± std [k/n div.]``, or why there is none."""
+def _selection_text(sel: Selection | None, runs: pd.DataFrame, full: int = 0) -> str:
+    """A cell in the tables' format (without depth): ``mean ± std [k/n div.] [partial: k/K runs]``, or why
+    there is none; ``full`` is the run count of the fullest point (``tables.full_grid_size``)."""
     if runs.empty:
         return NOT_RUN
     if sel is None:
-        return f"{DIVERGED} ({int(runs['diverged'].sum())}/{len(runs)})"
+        return f"{DIVERGED} ({int(runs['diverged'].sum())}/{len(runs)})" + partial_text(len(runs), full)
     text = f"{100.0 * sel.mean:.1f}"
     text += f" ± {100.0 * sel.std:.1f}" if math.isfinite(sel.std) else " [1 seed]"
     if sel.n_diverged:
         text += f" [{sel.n_diverged}/{sel.n_runs} div.]"
-    return text
+    return text + partial_text(len(runs), full)
 
 
-def _select(runs: pd.DataFrame, value: str = "sel_test") -> tuple[Selection | None, str]:
+def _select(runs: pd.DataFrame, value: str = "sel_test", full: int = 0) -> tuple[Selection | None, str]:
     sel = select_best(runs, value=value) if not runs.empty else None
-    return sel, _selection_text(sel, runs)
+    return sel, _selection_text(sel, runs, full)
 
 
 def _summary(df: pd.DataFrame) -> dict[str, str]:
@@ -411,12 +415,20 @@ def _cells_table(spec: TableSpec, cells: list[Cell], columns: list[tuple[str, in
     return _table(["model"] + [f"{label} {who}" for label in labels for who in ("ours", "paper")], rows)
 
 
+def _partial_note(cells: list[Cell]) -> str:
+    """`` (partial grid: ...)`` naming the cells of a column whose sweep has not finished, else ``""``."""
+    short = [f"{c.row} {c.grid_runs}/{c.full_grid_runs}" for c in cells if c.partial]
+    return f" (partial grid: {', '.join(short)} runs; may change when the sweep finishes)" if short else ""
+
+
 def _spec_verdicts(spec: TableSpec, cells: list[Cell], columns: list[tuple[str, int]]) -> list[str]:
     lines = []
     for column in columns:
         label = spec.column_label(column)
-        outcome, reason = _column_verdict([c for c in cells if c.column == label], spec.rows)
-        lines.append(_verdict(label, outcome, reason))
+        here = [c for c in cells if c.column == label]
+        outcome, reason = _column_verdict(here, spec.rows)
+        note = _partial_note(here)
+        lines.append(_verdict(label, outcome, reason[:-1] + note + "." if note else reason))
     return lines
 
 
@@ -442,7 +454,7 @@ def block_missing_vector(rs: RecordSet) -> str:
 
 
 def _pair_verdict(label: str, results: dict[str, dict[int, Selection | None]],
-                  lip: str, plain: str, what: str, bar: tuple[float, str] | None = None) -> str:
+                  lip: str, plain: str, what: str, bar: tuple[float, str] | None = None, full: int = 0) -> str:
     """At the deepest depth both variants ran, does ``lip`` beat ``plain``? With ``bar = (value, text)``
     the claim also needs ``lip`` to reach ``value`` there: beating ``plain`` below it holds only in part."""
     both = sorted(set(results.get(lip, {})) & set(results.get(plain, {})))
@@ -463,6 +475,9 @@ def _pair_verdict(label: str, results: dict[str, dict[int, Selection | None]],
               f"{_pct(sel_plain.mean)}")
     if outcome == HOLDS and bar is not None and sel_lip.mean < bar[0]:
         outcome, reason = HOLDS_IN_PART, f"{reason}, but {lip} stays below {bar[1]}"
+    short = [f"{v} {s.n_point_runs}/{full}" for v, s in ((lip, sel_lip), (plain, sel_plain)) if s.n_point_runs < full]
+    if short:
+        reason += f" (partial grid at {depth} layers: {', '.join(short)} runs; may change when the sweep finishes)"
     return _verdict(f"{label}, {lip} vs {plain}", outcome, reason + ".")
 
 
@@ -485,6 +500,7 @@ def block_depth(rs: RecordSet) -> str:
              "prints no numbers for these figures.", "", "**Fig. 3** — " + _runs_line(rs.frame("fig3"), "fig3"),
              ""]
     runs = with_selected_metrics(rs.frame("fig3"))
+    full3 = full_grid_size(runs, ["dataset", "variant", "depth"])
     if runs.empty:
         lines.append(_verdict("Fig. 3, GAT-Lip vs GAT", CANNOT_JUDGE, f"fig3 {NOT_RUN_BUDGET}."))
     for dataset in _datasets(runs):
@@ -495,8 +511,8 @@ def block_depth(rs: RecordSet) -> str:
             row = [str(depth)]
             for variant in ("GAT", "GAT-Lip"):
                 at = _at(here[here["variant"] == variant], "depth", depth)
-                _, final = _select(at, "last_train")
-                sel_best, best = _select(at, "max_train")
+                _, final = _select(at, "last_train", full3)
+                sel_best, best = _select(at, "max_train", full3)
                 row += [final, best]
                 if not at.empty:
                     results.setdefault(variant, {})[depth] = sel_best
@@ -507,9 +523,10 @@ def block_depth(rs: RecordSet) -> str:
         # A mean of exactly 90% can come out as 0.8999…: the bar sits just under it.
         bar = (TRAINS_PROPERLY - 1e-9, f"{_pct(TRAINS_PROPERLY)}% (our reading of 'trains properly')")
         lines += ["", _pair_verdict(f"Fig. 3 {_dataset_name(dataset)}", results, "GAT-Lip", "GAT",
-                                    "best train accuracy", bar), ""]
+                                    "best train accuracy", bar, full3), ""]
     df6 = rs.frame("fig6")
     runs6 = with_selected_metrics(df6)
+    full6 = full_grid_size(runs6, ["dataset", "variant", "depth"])
     lines += ["", "**Fig. 6** — " + _runs_line(df6, "fig6"), ""]
     present = _datasets(runs6)
     for dataset in [d for d in FIG6_DATASETS if d not in present]:
@@ -520,11 +537,11 @@ def block_depth(rs: RecordSet) -> str:
         here = _of_dataset(runs6, dataset)
         metric = _joined(here["metric"]) or "acc"
         variants = list(FIG6_VARIANTS) + sorted(set(here["variant"].dropna()) - set(FIG6_VARIANTS))
-        rows, results = _depth_rows(here, variants)
+        rows, results = _depth_rows(here, variants, full6)
         lines += [f"Selected test {metric} (%) on {_dataset_name(dataset)} by depth:", ""]
         lines += _table(["depth"] + variants, rows)
         lines += [""] + [_pair_verdict(f"Fig. 6 {_dataset_name(dataset)}", results, lip, plain, f"test {metric}",
-                                       _near_best_bar(results.get(lip, {})))
+                                       _near_best_bar(results.get(lip, {})), full6)
                          for lip, plain in FIG6_PAIRS] + [""]
     lines.append(LEGEND)
     return "\n".join(lines)
@@ -595,7 +612,7 @@ def block_residual(rs: RecordSet) -> str:
              "Table 3 cells (the tables' computation: best mean validation over the grid, its test mean ± std):",
              ""]
     lines += _cells_table(spec, cells, list(spec.columns))
-    lines += ["", "Verdict (which variant the validation-selected cells rank first):"]
+    lines += ["", LEGEND, "", "Verdict (which variant the validation-selected cells rank first):"]
     rank = {r: i for i, r in enumerate(spec.rows)}
     for column in spec.columns:
         label = spec.column_label(column)
@@ -612,7 +629,7 @@ def block_residual(rs: RecordSet) -> str:
         lines.append(f"- {label}: ours ranks **{ok[0].row}** first ({order}"
                      + (f"; {', '.join(missing)}: {', '.join(sorted({c.state for c in here if c.state != 'ok'}))}"
                         if missing else "")
-                     + f"); this {agree} the paper ({paper_first} first).")
+                     + f"); this {agree} the paper ({paper_first} first){_partial_note(here)}.")
     lines += ["", "Grid breakdown: mean over seeds (non-diverged) of the per-run validation and test accuracy "
               "(%) at every grid point; dropout setting: authors' = the model's own dropouts (config.model."
               "dropout > 0), none = no dropout. ✓ marks the grid point holding the configuration the Table 3 "
@@ -671,12 +688,13 @@ def block_trees(rs: RecordSet) -> str:
         lines.append(_verdict("", CANNOT_JUDGE, f"fig5 {NOT_RUN_BUDGET}."))
         return "\n".join(lines)
     variants = list(FIG5_VARIANTS) + sorted(set(runs["variant"].dropna()) - set(FIG5_VARIANTS))
+    full5 = full_grid_size(runs, ["variant", "tree_depth"])
     rows, deepest = [], {}
     for variant in variants:
         row = [variant]
         for d in depths:
             at = _at(runs[runs["variant"] == variant], "tree_depth", d)
-            sel, text = _select(at, "max_train")
+            sel, text = _select(at, "max_train", full5)
             row.append(text)
             if d == depths[-1] and sel is not None:
                 deepest[variant] = sel.mean
@@ -734,10 +752,12 @@ def block_fig4(rs: RecordSet) -> str:
     if runs.empty:
         lines.append(_verdict("", CANNOT_JUDGE, f"no PubMed 100% records: {NOT_RUN_BUDGET}."))
         return "\n".join(lines)
-    rows, results = _depth_rows(runs, ("GAT", "GAT-Lip"))
+    full4 = full_grid_size(runs, ["variant", "depth"])
+    rows, results = _depth_rows(runs, ("GAT", "GAT-Lip"), full4)
     lines += ["Selected test accuracy (%) by depth:", ""]
     lines += _table(["depth", "GAT", "GAT-Lip"], rows)
-    lines += ["", LEGEND, "", "Verdict:", _pair_verdict("PubMed 100%", results, "GAT-Lip", "GAT", "test accuracy")]
+    lines += ["", LEGEND, "", "Verdict:", _pair_verdict("PubMed 100%", results, "GAT-Lip", "GAT", "test accuracy",
+                                                             full=full4)]
     lip = {d: s for d, s in results.get("GAT-Lip", {}).items() if s is not None}
     if len(lip) >= 2:
         lo, hi = min(lip), max(lip)
@@ -904,15 +924,17 @@ def update_report(results_dir: str | os.PathLike, report_path: str | os.PathLike
                         tuple(dict.fromkeys(unknown)))
 
 
-def _depth_rows(runs: pd.DataFrame, variants: Sequence[str]) -> tuple[list[list[str]], dict[str, dict]]:
-    """One table row per depth (the selected test text of each variant) and the selections behind them."""
+def _depth_rows(runs: pd.DataFrame, variants: Sequence[str], full: int = 0
+                ) -> tuple[list[list[str]], dict[str, dict]]:
+    """One table row per depth (the selected test text of each variant) and the selections behind them;
+    ``full``: run count of the fullest point, to mark partial ones."""
     rows: list[list[str]] = []
     results: dict[str, dict] = {}
     for depth in _depths(runs):
         row = [str(depth)]
         for variant in variants:
             at = _at(runs[runs["variant"] == variant], "depth", depth)
-            sel, text = _select(at)
+            sel, text = _select(at, full=full)
             row.append(text)
             if not at.empty:
                 results.setdefault(variant, {})[depth] = sel

@@ -14,7 +14,10 @@ Protocol of one cell (the paper's §10 model selection, made explicit):
 5. the configuration with the best mean VALIDATION metric over its non-diverged seeds is selected
    (ties: shallower, then the smaller config hash) — for Tables 1–2 this also selects the depth;
 6. the cell reports that configuration's TEST metric, mean ± sample standard deviation (ddof=1) over its
-   non-diverged seeds, in percent with one decimal, and its depth in parentheses (Tables 1–2).
+   non-diverged seeds, in percent with one decimal, and its depth in parentheses (Tables 1–2);
+7. a sweep gives every cell the same grid, so a cell with fewer runs than the fullest cell of its table
+   is *partial* (its sweep was stopped, or runs failed): ``[partial: k/K runs]``, selected among fewer
+   configurations or seeds than the others.
 
 Outputs are deterministic (fixed row/column order, no timestamps): identical records give identical files.
 """
@@ -44,7 +47,7 @@ DIVERGED = "diverged"
 
 CSV_COLUMNS = (
     "row", "column", "ours_mean", "ours_std", "n_runs", "paper", "ours_depth", "n_diverged",
-    "paper_mean", "paper_std", "paper_depth", "selection", "budget", "note",
+    "paper_mean", "paper_std", "paper_depth", "selection", "budget", "grid_runs", "full_grid_runs", "note",
 )
 GRID_KEYS = ("depth", "lr", "hidden", "heads", "dropout")
 
@@ -126,6 +129,7 @@ class Selection:
     std: float                  # sample std (ddof=1); NaN with one seed
     depth: int | None
     n_configs: int              # configurations compared
+    n_point_runs: int = 0       # non-failed runs of every configuration compared (the cell's grid)
 
 
 def select_best(runs: pd.DataFrame, value: str = "sel_test", score: str = "sel_val") -> Selection | None:
@@ -149,7 +153,23 @@ def select_best(runs: pd.DataFrame, value: str = "sel_test", score: str = "sel_v
     values = ok[value].to_numpy(dtype=float)
     std = float(np.std(values, ddof=1)) if len(values) > 1 else math.nan
     return Selection(key, group, len(group), int(group["diverged"].sum()), -neg_val,
-                     float(np.mean(values)), std, _depth_of(group), len(candidates))
+                     float(np.mean(values)), std, _depth_of(group), len(candidates), len(runs))
+
+
+def full_grid_size(runs: pd.DataFrame, keys: list[str]) -> int:
+    """Runs in the fullest group of ``keys`` (a table cell or figure point) among non-failed ``runs``.
+
+    A sweep gives every cell one grid of configurations and seeds, so a group with fewer runs is one
+    whose sweep has not finished. Read from the records, since they are all a table is built from.
+    """
+    if runs.empty:
+        return 0
+    return int(runs.groupby(keys, dropna=False, sort=False).size().max())
+
+
+def partial_text(n_runs: int, full: int) -> str:
+    """`` [partial: k/K runs]`` when a cell or point has fewer runs than the fullest one, else ``""``."""
+    return f" [partial: {n_runs}/{full} runs]" if 0 < n_runs < full else ""
 
 
 def _depth_of(group: pd.DataFrame) -> int | None:
@@ -175,10 +195,17 @@ class Cell:
     budget: str = ""
     note: str = ""
     state: str = NOT_RUN             # "ok" | NOT_RUN | NEEDS_OGB | DIVERGED
+    grid_runs: int = 0               # non-failed runs of the cell, every configuration and seed
+    full_grid_runs: int = 0          # the same count in the fullest cell of the table
+
+    @property
+    def partial(self) -> str:
+        return partial_text(self.grid_runs, self.full_grid_runs)
 
     def ours_text(self, show_depth: bool) -> str:
         if self.state != "ok":
-            return f"{DIVERGED} ({self.n_diverged}/{self.n_runs})" if self.state == DIVERGED else self.state
+            text = f"{DIVERGED} ({self.n_diverged}/{self.n_runs})" if self.state == DIVERGED else self.state
+            return text + self.partial
         text = f"{self.ours_mean:.1f}"
         text += f" ± {self.ours_std:.1f}" if math.isfinite(self.ours_std) else ""
         if show_depth and self.ours_depth is not None:
@@ -187,7 +214,7 @@ class Cell:
             text += " [1 seed]"
         if self.n_diverged:
             text += f" [{self.n_diverged}/{self.n_runs} div.]"
-        return text
+        return text + self.partial
 
     def paper_text(self) -> str:
         return self.paper.text if self.paper is not None else "-"
@@ -197,14 +224,27 @@ def cell_runs(df: pd.DataFrame, spec: TableSpec, row: str, column: tuple[str, in
     """The runs of one table cell (all configurations and seeds)."""
     dataset, value = column
     mask = (df["variant"] == row) & (df["dataset"].astype(str).str.lower() == dataset)
-    key = "missing_rate" if spec.column_kind == "missing_rate" else "depth"
-    mask &= pd.to_numeric(df[key], errors="coerce") == float(value)
+    mask &= pd.to_numeric(df[_column_key(spec)], errors="coerce") == float(value)
     return df[mask]
+
+
+def _column_key(spec: TableSpec) -> str:
+    return "missing_rate" if spec.column_kind == "missing_rate" else "depth"
+
+
+def _full_cell_size(runs: pd.DataFrame, spec: TableSpec) -> int:
+    """Runs in the table's fullest cell (see ``full_grid_size``)."""
+    if runs.empty:
+        return 0
+    keyed = runs.assign(_dataset=runs["dataset"].astype(str).str.lower(),
+                        _column=pd.to_numeric(runs[_column_key(spec)], errors="coerce"))
+    return full_grid_size(keyed, ["variant", "_dataset", "_column"])
 
 
 def build_cells(df: pd.DataFrame, spec: TableSpec) -> list[Cell]:
     """Every cell of ``spec`` (row-major, the paper's order) from the records in ``df``."""
     runs = with_selected_metrics(df)
+    full = _full_cell_size(runs, spec)
     cells = []
     for row in spec.rows:
         for column in spec.columns:
@@ -212,6 +252,7 @@ def build_cells(df: pd.DataFrame, spec: TableSpec) -> list[Cell]:
             cell = Cell(row, spec.column_label(column), dataset, spec.paper.get(row, {}).get(column))
             here = cell_runs(runs, spec, row, column)
             n_failed = int((cell_runs(df, spec, row, column)["status"] == "failed").sum())
+            cell.grid_runs, cell.full_grid_runs = len(here), full
             notes = []
             if here.empty:
                 cell.state = NEEDS_OGB if dataset in OGB_DATASETS else NOT_RUN
@@ -245,6 +286,8 @@ def build_cells(df: pd.DataFrame, spec: TableSpec) -> list[Cell]:
                         notes.append(f"{other_div} diverged runs in other configurations")
             if n_failed:
                 notes.append(f"{n_failed} failed runs ignored")
+            if cell.partial:
+                notes.append(f"partial grid: {len(here)} of the {full} runs the fullest cell has")
             cell.note = "; ".join(notes)
             cells.append(cell)
     return cells
@@ -381,10 +424,11 @@ def cells_frame(cells: list[Cell]) -> pd.DataFrame:
             "paper_std": c.paper.std if c.paper and c.paper.std is not None else math.nan,
             "paper_depth": c.paper.depth if c.paper else None,
             "selection": c.selection, "budget": c.budget,
+            "grid_runs": c.grid_runs, "full_grid_runs": c.full_grid_runs,
             "note": c.note if ok else f"{c.state}: {c.note}",
         })
     frame = pd.DataFrame(rows, columns=list(CSV_COLUMNS))
-    for col in ("ours_depth", "paper_depth", "n_runs", "n_diverged"):
+    for col in ("ours_depth", "paper_depth", "n_runs", "n_diverged", "grid_runs", "full_grid_runs"):
         frame[col] = pd.array(frame[col].tolist(), dtype="Int64")
     return frame
 
@@ -408,6 +452,9 @@ def _legend(spec: TableSpec, cells: list[Cell]) -> list[str]:
                       "excluded from its mean.")
     if any(c.state == "ok" and not math.isfinite(c.ours_std) for c in cells):
         legend.append("- [1 seed]: a single usable seed, so no standard deviation.")
+    if any(c.partial for c in cells):
+        legend.append("- [partial: k/K runs]: the cell's sweep has not finished: it has k runs where the fullest "
+                      "cell has K, so fewer configurations or seeds were compared.")
     if spec.footnote:
         legend.append(f"- Paper: {spec.footnote}")
     return legend
