@@ -299,6 +299,7 @@ def test_csr_graph_structure() -> None:
     assert g.t_col.tolist() == g.row[g.t_perm].tolist()
     plain = CSRGraph.from_edge_index(ei, 4, add_self_loops=False)
     assert plain.num_edges == 5 and plain.rowptr.tolist() == [0, 2, 4, 5, 5]
+    assert (g.num_nonempty, plain.num_nonempty) == (4, 3)   # without self-loops node 3 has no in-edge
     with pytest.raises(ValueError, match="num_nodes"):
         CSRGraph.from_edge_index(ei, 2)
 

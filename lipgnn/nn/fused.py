@@ -124,6 +124,7 @@ class CSRGraph:
     csr_col: Tensor
     t_csr_ptr: Tensor
     t_csr_col: Tensor
+    num_nonempty: int    # targets with at least one incoming edge (counted once, on the host)
 
     @property
     def num_edges(self) -> int:
@@ -168,6 +169,7 @@ class CSRGraph:
         return cls(
             num_src, num_dst, row, col, rowptr, t_perm, t_ptr, t_col, perm, add_self_loops,
             torch.stack([col, row]), rowptr.to(idx), col.to(idx), t_ptr.to(idx), t_col.to(idx),
+            int(torch.count_nonzero(rowptr.diff())),
         )
 
     def edge_values(self, edge_attr: Tensor, edge_index: Tensor, fill_value: float | Tensor | str) -> Tensor:
@@ -582,9 +584,8 @@ class _NeighbourMax(torch.autograd.Function):
         # Ties (several maximising edges in a row, e.g. a duplicated edge) share the gradient evenly.
         # Every non-empty row has at least one maximising edge, so if the indicator sums to the number
         # of non-empty rows there is no tie and the per-row count (one more scatter) is skipped; the
-        # check reads the sum on the host, so on GPUs the count is always taken.
-        nonempty = int(torch.count_nonzero(graph.rowptr.diff())) * is_max.size(1)
-        if is_max.is_cuda or int(is_max.sum()) != nonempty:
+        # check reads the sum on the host, so on GPUs (no host sync) the count is always taken.
+        if is_max.is_cuda or int(is_max.sum()) != graph.num_nonempty * is_max.size(1):
             ties = _scatter_sum(is_max, graph.row, graph.num_dst).clamp_(min=1)
             grad_m = grad_m / ties
         grad_edge = is_max.mul_(_gather(grad_m, graph.row))
