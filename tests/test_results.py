@@ -388,6 +388,18 @@ def test_a_cell_whose_sweep_has_not_finished_is_marked_partial(tmp_path: Path) -
     assert "- [partial: k/K runs]" in (tmp_path / "tables" / "table3.md").read_text()
 
 
+def test_each_cell_holds_only_its_own_dataset_and_column(tmp_path: Path) -> None:
+    # Same variant at two depths and two datasets (one spelled as a loader would): four distinct cells.
+    for dataset, depth, test in (("cora", 15, 0.70), ("cora", 30, 0.30), ("PubMed", 15, 0.50), ("pubmed", 30, 0.10)):
+        write_record(tmp_path, make_record(model="gat", norm="none", dataset=dataset, depth=depth,
+                                           experiment="table3", best=(0.9, 0.8, test)))
+    cells = build_cells(load_records(tmp_path, "table3"), TABLES["table3"])
+    texts = {c.column: c.ours_text(False) for c in cells if c.row == "GAT"}
+    assert texts == {"Cora 15 layers": "70.0 [1 seed]", "Cora 30 layers": "30.0 [1 seed]",
+                     "PubMed 15 layers": "50.0 [1 seed]", "PubMed 30 layers": "10.0 [1 seed]"}
+    assert {c.grid_runs for c in cells if c.row == "GAT"} == {1}
+
+
 def test_partial_points_get_hollow_markers_in_figures(tmp_path: Path) -> None:
     from lipgnn.results.figures import fig6
 

@@ -17,6 +17,7 @@ import math
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import matplotlib
 import numpy as np
@@ -33,6 +34,7 @@ from lipgnn.results.tables import (
     NOT_RUN,
     OGB_DATASETS,
     full_grid_size,
+    is_partial,
     select_best,
     with_selected_metrics,
 )
@@ -140,16 +142,24 @@ def _by_depth(runs: pd.DataFrame, depth_col: str = "depth", value: str = "sel_te
 
 
 def _partial_depths(runs: pd.DataFrame, depth_col: str, full: int) -> set[float]:
-    """Depths whose point has fewer runs than the figure's fullest point (``tables.full_grid_size``)."""
+    """Depths whose point is partial (``tables.is_partial``: fewer runs than the figure's fullest point)."""
     sizes = runs.groupby(pd.to_numeric(runs[depth_col], errors="coerce")).size()
-    return {float(d) for d, n in sizes.items() if 0 < n < full}
+    return {float(d) for d, n in sizes.items() if is_partial(int(n), full)}
+
+
+class SeriesDrawn(NamedTuple):
+    """What ``_plot_depth_series`` put on the axes."""
+
+    anything: bool      # a point or an all-diverged mark
+    hollow: bool        # a hollow (partial) marker, which the caption then explains
 
 
 def _plot_depth_series(ax, runs: pd.DataFrame, label: str, colour: str, linestyle: str, marker: str,
-                       depth_col: str = "depth", value: str = "sel_test", full: int = 0) -> bool:
+                       depth_col: str = "depth", value: str = "sel_test", full: int = 0) -> SeriesDrawn:
     """One variant's selected metric against depth; a point whose sweep has not finished (fewer runs
     than ``full``) gets a hollow marker, so it is not read as final."""
     xs, means, stds, all_div, _ = _by_depth(runs, depth_col, value)
+    points = []
     if xs:
         ax.errorbar(xs, means, yerr=stds, label=label, color=colour, linestyle=linestyle, marker=marker,
                     markersize=4, capsize=2, linewidth=1.2)
@@ -163,12 +173,12 @@ def _plot_depth_series(ax, runs: pd.DataFrame, label: str, colour: str, linestyl
         ax.plot(all_div, [0.03] * len(all_div), linestyle="none", marker="x", color=colour, markersize=6,
                 transform=ax.get_xaxis_transform(), label=f"{label}: all seeds diverged")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    return bool(xs or all_div)
+    return SeriesDrawn(bool(xs or all_div), bool(points))
 
 
-def _partial_caption(runs: pd.DataFrame, keys: list[str], full: int) -> str:
-    """A caption line for hollow markers, only when some point's sweep has not finished."""
-    if runs.empty or int(runs.groupby(keys, dropna=False).size().min()) >= full:
+def _partial_caption(hollow: bool, full: int) -> str:
+    """A caption line explaining hollow markers, when any was drawn."""
+    if not hollow:
         return ""
     return f"\nhollow marker: partial point (sweep not finished: fewer than the {full} runs of the fullest point)"
 
@@ -287,16 +297,17 @@ def fig4(df: pd.DataFrame) -> Figure:
                 & (pd.to_numeric(runs["missing_rate"], errors="coerce") == 100)]
     fig = Figure(figsize=(5.5, 3.8), layout="constrained")
     ax = fig.add_subplot()
-    drawn = False
+    drawn = hollow = False
     full = full_grid_size(runs, ["variant", "depth"])
     for variant, norm in (("GAT", "none"), ("GAT-Lip", "lip")):
-        drawn |= _plot_depth_series(ax, runs[runs["variant"] == variant], variant, NORM_COLOURS[norm],
-                                    "-", "o" if norm == "none" else "s", full=full)
+        drawn_series = _plot_depth_series(ax, runs[runs["variant"] == variant], variant, NORM_COLOURS[norm],
+                                          "-", "o" if norm == "none" else "s", full=full)
+        drawn, hollow = drawn or drawn_series.anything, hollow or drawn_series.hollow
     ax.set_xlabel("number of layers")
     ax.set_ylabel("test accuracy (%)")
     ax.set_ylim(0, 100)
     ax.set_title(title + "\n(best config per depth by validation; mean ± std over seeds)"
-                 + _partial_caption(runs, ["variant", "depth"], full))
+                 + _partial_caption(hollow, full))
     if drawn:
         ax.legend()
         ax.grid(alpha=0.3)
@@ -314,6 +325,7 @@ def fig5(df: pd.DataFrame) -> Figure:
     fig = Figure(figsize=(12, 3.4), layout="constrained")
     axes = fig.subplots(1, 4, sharey=True)
     full = full_grid_size(runs, ["variant", "tree_depth"])
+    hollow = False
     for ax, model in zip(axes, FIG5_MODELS, strict=True):
         sub = runs[runs["model"].astype(str).str.lower() == model]
         ax.set_title(model.upper())
@@ -325,8 +337,9 @@ def fig5(df: pd.DataFrame) -> Figure:
             if series.empty:
                 continue
             label = {"none": "None", "pairnorm": "PairNorm", "lip": "LipschitzNorm"}[norm]
-            drawn |= _plot_depth_series(ax, series, label, NORM_COLOURS[norm], "-", marker,
-                                        depth_col="tree_depth", value="max_train", full=full)
+            drawn_series = _plot_depth_series(ax, series, label, NORM_COLOURS[norm], "-", marker,
+                                              depth_col="tree_depth", value="max_train", full=full)
+            drawn, hollow = drawn or drawn_series.anything, hollow or drawn_series.hollow
         if model == "gat":
             for variant, value in paper.FIG5_TREE_DEPTH10.items():
                 norm = "lip" if variant.endswith("Lip") else "pairnorm"
@@ -340,7 +353,7 @@ def fig5(df: pd.DataFrame) -> Figure:
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("train accuracy (%)")
     fig.suptitle(title + " (best train accuracy over epochs, Alon & Yahav's protocol; mean ± std over seeds)"
-                 + _partial_caption(runs, ["variant", "tree_depth"], full))
+                 + _partial_caption(hollow, full))
     return fig
 
 
@@ -354,6 +367,7 @@ def fig6(df: pd.DataFrame) -> Figure:
     axes = fig.subplots(1, 4)
     handles: dict[str, object] = {}
     full = full_grid_size(runs, ["dataset", "variant", "depth"])
+    hollow = False
     for ax, dataset in zip(axes, FIG6_DATASETS, strict=True):
         sub = runs[runs["dataset"].astype(str).str.lower() == dataset]
         ax.set_title(DATASET_NAMES[dataset])
@@ -367,7 +381,9 @@ def fig6(df: pd.DataFrame) -> Figure:
             model, _, suffix = variant.partition("-")
             norm = {"": "none", "Ln": "layernorm", "Pn": "pairnorm", "Lip": "lip"}[suffix]
             linestyle, marker = MODEL_STYLE[model.lower()]
-            drawn |= _plot_depth_series(ax, series, variant, NORM_COLOURS[norm], linestyle, marker, full=full)
+            drawn_series = _plot_depth_series(ax, series, variant, NORM_COLOURS[norm], linestyle, marker,
+                                              full=full)
+            drawn, hollow = drawn or drawn_series.anything, hollow or drawn_series.hollow
         if drawn:
             ax.grid(alpha=0.3)
             for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
@@ -379,7 +395,7 @@ def fig6(df: pd.DataFrame) -> Figure:
         order += sorted(k for k in handles if k not in order)
         fig.legend([handles[k] for k in order], order, loc="outside lower center", ncol=min(len(order), 8))
     fig.suptitle(title + " — best config per depth by validation; mean ± std over seeds"
-                 + _partial_caption(runs, ["dataset", "variant", "depth"], full))
+                 + _partial_caption(hollow, full))
     return fig
 
 

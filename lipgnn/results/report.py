@@ -53,6 +53,7 @@ from lipgnn.results.tables import (
     _ranges,
     build_cells,
     full_grid_size,
+    is_partial,
     partial_text,
     select_best,
     with_selected_metrics,
@@ -475,7 +476,8 @@ def _pair_verdict(label: str, results: dict[str, dict[int, Selection | None]],
               f"{_pct(sel_plain.mean)}")
     if outcome == HOLDS and bar is not None and sel_lip.mean < bar[0]:
         outcome, reason = HOLDS_IN_PART, f"{reason}, but {lip} stays below {bar[1]}"
-    short = [f"{v} {s.n_point_runs}/{full}" for v, s in ((lip, sel_lip), (plain, sel_plain)) if s.n_point_runs < full]
+    short = [f"{v} {s.n_point_runs}/{full}" for v, s in ((lip, sel_lip), (plain, sel_plain))
+             if is_partial(s.n_point_runs, full)]
     if short:
         reason += f" (partial grid at {depth} layers: {', '.join(short)} runs; may change when the sweep finishes)"
     return _verdict(f"{label}, {lip} vs {plain}", outcome, reason + ".")

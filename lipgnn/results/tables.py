@@ -167,9 +167,15 @@ def full_grid_size(runs: pd.DataFrame, keys: list[str]) -> int:
     return int(runs.groupby(keys, dropna=False, sort=False).size().max())
 
 
+def is_partial(n_runs: int, full: int) -> bool:
+    """A cell or point with runs, but fewer than the fullest one (``full_grid_size``): its sweep has not
+    finished."""
+    return 0 < n_runs < full
+
+
 def partial_text(n_runs: int, full: int) -> str:
-    """`` [partial: k/K runs]`` when a cell or point has fewer runs than the fullest one, else ``""``."""
-    return f" [partial: {n_runs}/{full} runs]" if 0 < n_runs < full else ""
+    """`` [partial: k/K runs]`` for a partial cell or point (``is_partial``), else ``""``."""
+    return f" [partial: {n_runs}/{full} runs]" if is_partial(n_runs, full) else ""
 
 
 def _depth_of(group: pd.DataFrame) -> int | None:
@@ -220,38 +226,38 @@ class Cell:
         return self.paper.text if self.paper is not None else "-"
 
 
-def cell_runs(df: pd.DataFrame, spec: TableSpec, row: str, column: tuple[str, int]) -> pd.DataFrame:
-    """The runs of one table cell (all configurations and seeds)."""
+_CELL_KEY = ["variant", "_dataset", "_column"]
+
+
+def with_cell_key(df: pd.DataFrame, spec: TableSpec) -> pd.DataFrame:
+    """``df`` plus the normalised key of the cell each run belongs to (columns ``_CELL_KEY``): lower-cased
+    dataset and the numeric column value, so ``"PubMed"``/``"pubmed"`` and ``30``/``"30"`` meet."""
+    return df.assign(_dataset=df["dataset"].astype(str).str.lower(),
+                     _column=pd.to_numeric(df[_column_key(spec)], errors="coerce"))
+
+
+def cell_runs(keyed: pd.DataFrame, row: str, column: tuple[str, int]) -> pd.DataFrame:
+    """The runs of one table cell (all configurations and seeds) from a ``with_cell_key`` frame."""
     dataset, value = column
-    mask = (df["variant"] == row) & (df["dataset"].astype(str).str.lower() == dataset)
-    mask &= pd.to_numeric(df[_column_key(spec)], errors="coerce") == float(value)
-    return df[mask]
+    return keyed[(keyed["variant"] == row) & (keyed["_dataset"] == dataset) & (keyed["_column"] == float(value))]
 
 
 def _column_key(spec: TableSpec) -> str:
     return "missing_rate" if spec.column_kind == "missing_rate" else "depth"
 
 
-def _full_cell_size(runs: pd.DataFrame, spec: TableSpec) -> int:
-    """Runs in the table's fullest cell (see ``full_grid_size``)."""
-    if runs.empty:
-        return 0
-    keyed = runs.assign(_dataset=runs["dataset"].astype(str).str.lower(),
-                        _column=pd.to_numeric(runs[_column_key(spec)], errors="coerce"))
-    return full_grid_size(keyed, ["variant", "_dataset", "_column"])
-
-
 def build_cells(df: pd.DataFrame, spec: TableSpec) -> list[Cell]:
     """Every cell of ``spec`` (row-major, the paper's order) from the records in ``df``."""
-    runs = with_selected_metrics(df)
-    full = _full_cell_size(runs, spec)
+    keyed_all = with_cell_key(df, spec)
+    runs = with_cell_key(with_selected_metrics(df), spec)
+    full = full_grid_size(runs, _CELL_KEY)
     cells = []
     for row in spec.rows:
         for column in spec.columns:
             dataset = column[0]
             cell = Cell(row, spec.column_label(column), dataset, spec.paper.get(row, {}).get(column))
-            here = cell_runs(runs, spec, row, column)
-            n_failed = int((cell_runs(df, spec, row, column)["status"] == "failed").sum())
+            here = cell_runs(runs, row, column)
+            n_failed = int((cell_runs(keyed_all, row, column)["status"] == "failed").sum())
             cell.grid_runs, cell.full_grid_runs = len(here), full
             notes = []
             if here.empty:
