@@ -249,7 +249,7 @@ def _column_key(spec: TableSpec) -> str:
 def build_cells(df: pd.DataFrame, spec: TableSpec) -> list[Cell]:
     """Every cell of ``spec`` (row-major, the paper's order) from the records in ``df``."""
     keyed_all = with_cell_key(df, spec)
-    runs = with_cell_key(with_selected_metrics(df), spec)
+    runs = with_selected_metrics(keyed_all)     # keeps the key columns: it filters and adds, never drops
     full = full_grid_size(runs, _CELL_KEY)
     cells = []
     for row in spec.rows:
