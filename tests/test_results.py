@@ -562,6 +562,8 @@ def test_fig4_points_follow_the_table_protocol(tmp_path: Path) -> None:
         write_record(tmp_path, make_record("fig4", depth=5, lr=0.1, seed=seed, best=(0.9, 0.6, 0.99), **common))
     write_record(tmp_path, make_record("fig4", depth=10, seed=0, status="diverged", **common))
     runs = with_selected_metrics(load_records(tmp_path, "fig4"))
-    xs, means, stds, all_div, seeds = _by_depth(runs)
-    assert xs == [5.0] and means == pytest.approx([62.0]) and stds == pytest.approx([100 * math.sqrt(0.0008)])
-    assert all_div == [10.0] and seeds == [2]
+    points = _by_depth(runs)
+    assert points.xs == [5.0] and points.means == pytest.approx([62.0])
+    assert points.stds == pytest.approx([100 * math.sqrt(0.0008)])
+    assert points.all_div == [10.0] and points.seeds == [2]
+    assert points.point_runs == [4]     # both configurations' two seeds were compared at depth 5

@@ -123,48 +123,57 @@ def _pick_config(runs: pd.DataFrame) -> pd.DataFrame:
     return runs[runs["config_key"] == first]
 
 
-def _by_depth(runs: pd.DataFrame, depth_col: str = "depth", value: str = "sel_test"
-              ) -> tuple[list[float], list[float], list[float], list[float], list[int]]:
-    """Per depth: (depths, mean %, std %, depths where every run diverged, seed counts)."""
-    xs, means, stds, all_div, seeds = [], [], [], [], []
+class DepthPoints(NamedTuple):
+    """One series' points against depth, each selected by validation (``select_best``)."""
+
+    xs: list[float]             # depths with a selected configuration
+    means: list[float]          # selected test metric, %, mean over non-diverged seeds
+    stds: list[float]           # its std, % (0 with one seed)
+    all_div: list[float]        # depths where every run diverged
+    seeds: list[int]            # non-diverged seeds of the selected configuration
+    point_runs: list[int]       # runs of every configuration compared at the depth (its grid)
+
+
+def _by_depth(runs: pd.DataFrame, depth_col: str = "depth", value: str = "sel_test") -> DepthPoints:
+    """Per depth, the configuration with the best validation and its aggregated metric."""
+    points = DepthPoints([], [], [], [], [], [])
     depths = sorted(pd.to_numeric(runs[depth_col], errors="coerce").dropna().unique())
     for d in depths:
         here = runs[pd.to_numeric(runs[depth_col], errors="coerce") == d]
         chosen = select_best(here, value=value)
         if chosen is None:
-            all_div.append(float(d))
+            points.all_div.append(float(d))
             continue
-        xs.append(float(d))
-        means.append(100.0 * chosen.mean)
-        stds.append(100.0 * chosen.std if math.isfinite(chosen.std) else 0.0)
-        seeds.append(chosen.n_runs - chosen.n_diverged)
-    return xs, means, stds, all_div, seeds
-
-
-def _partial_depths(runs: pd.DataFrame, depth_col: str, full: int) -> set[float]:
-    """Depths whose point is partial (``tables.is_partial``: fewer runs than the figure's fullest point)."""
-    sizes = runs.groupby(pd.to_numeric(runs[depth_col], errors="coerce")).size()
-    return {float(d) for d, n in sizes.items() if is_partial(int(n), full)}
+        points.xs.append(float(d))
+        points.means.append(100.0 * chosen.mean)
+        points.stds.append(100.0 * chosen.std if math.isfinite(chosen.std) else 0.0)
+        points.seeds.append(chosen.n_runs - chosen.n_diverged)
+        points.point_runs.append(chosen.n_point_runs)
+    return points
 
 
 class SeriesDrawn(NamedTuple):
-    """What ``_plot_depth_series`` put on the axes."""
+    """What ``_plot_depth_series`` put on the axes; ``|`` merges two series' (or panels') answers."""
 
-    anything: bool      # a point or an all-diverged mark
-    hollow: bool        # a hollow (partial) marker, which the caption then explains
+    anything: bool = False      # a point or an all-diverged mark
+    hollow: bool = False        # a hollow (partial) marker, which the caption then explains
+
+    def __or__(self, other: SeriesDrawn) -> SeriesDrawn:
+        return SeriesDrawn(self.anything or other.anything, self.hollow or other.hollow)
 
 
 def _plot_depth_series(ax, runs: pd.DataFrame, label: str, colour: str, linestyle: str, marker: str,
                        depth_col: str = "depth", value: str = "sel_test", full: int = 0) -> SeriesDrawn:
     """One variant's selected metric against depth; a point whose sweep has not finished (fewer runs
     than ``full``) gets a hollow marker, so it is not read as final."""
-    xs, means, stds, all_div, _ = _by_depth(runs, depth_col, value)
+    series = _by_depth(runs, depth_col, value)
+    xs, all_div = series.xs, series.all_div
     points = []
     if xs:
-        ax.errorbar(xs, means, yerr=stds, label=label, color=colour, linestyle=linestyle, marker=marker,
-                    markersize=4, capsize=2, linewidth=1.2)
-        partial = _partial_depths(runs, depth_col, full)
-        points = [(x, m) for x, m in zip(xs, means, strict=True) if x in partial]
+        ax.errorbar(xs, series.means, yerr=series.stds, label=label, color=colour, linestyle=linestyle,
+                    marker=marker, markersize=4, capsize=2, linewidth=1.2)
+        points = [(x, m) for x, m, n in zip(xs, series.means, series.point_runs, strict=True)
+                  if is_partial(n, full)]
         if points:
             ax.plot(*zip(*points, strict=True), linestyle="none", marker=marker, markersize=6, color=colour,
                     markerfacecolor="white", markeredgecolor=colour, zorder=3)
@@ -297,18 +306,17 @@ def fig4(df: pd.DataFrame) -> Figure:
                 & (pd.to_numeric(runs["missing_rate"], errors="coerce") == 100)]
     fig = Figure(figsize=(5.5, 3.8), layout="constrained")
     ax = fig.add_subplot()
-    drawn = hollow = False
+    drawn = SeriesDrawn()
     full = full_grid_size(runs, ["variant", "depth"])
     for variant, norm in (("GAT", "none"), ("GAT-Lip", "lip")):
-        drawn_series = _plot_depth_series(ax, runs[runs["variant"] == variant], variant, NORM_COLOURS[norm],
-                                          "-", "o" if norm == "none" else "s", full=full)
-        drawn, hollow = drawn or drawn_series.anything, hollow or drawn_series.hollow
+        drawn |= _plot_depth_series(ax, runs[runs["variant"] == variant], variant, NORM_COLOURS[norm],
+                                    "-", "o" if norm == "none" else "s", full=full)
     ax.set_xlabel("number of layers")
     ax.set_ylabel("test accuracy (%)")
     ax.set_ylim(0, 100)
     ax.set_title(title + "\n(best config per depth by validation; mean ± std over seeds)"
-                 + _partial_caption(hollow, full))
-    if drawn:
+                 + _partial_caption(drawn.hollow, full))
+    if drawn.anything:
         ax.legend()
         ax.grid(alpha=0.3)
     else:
@@ -331,24 +339,24 @@ def fig5(df: pd.DataFrame) -> Figure:
         ax.set_title(model.upper())
         ax.set_xlabel("tree depth")
         ax.set_ylim(0, 105)
-        drawn = False
+        drawn = SeriesDrawn()
         for norm, marker in FIG5_MARKERS.items():
             series = sub[sub["norm"].astype(str).str.lower() == norm]
             if series.empty:
                 continue
             label = {"none": "None", "pairnorm": "PairNorm", "lip": "LipschitzNorm"}[norm]
-            drawn_series = _plot_depth_series(ax, series, label, NORM_COLOURS[norm], "-", marker,
-                                              depth_col="tree_depth", value="max_train", full=full)
-            drawn, hollow = drawn or drawn_series.anything, hollow or drawn_series.hollow
+            drawn |= _plot_depth_series(ax, series, label, NORM_COLOURS[norm], "-", marker,
+                                        depth_col="tree_depth", value="max_train", full=full)
+        hollow = hollow or drawn.hollow
         if model == "gat":
             for variant, value in paper.FIG5_TREE_DEPTH10.items():
                 norm = "lip" if variant.endswith("Lip") else "pairnorm"
                 ax.plot([10], [value], linestyle="none", marker=FIG5_MARKERS[norm], markersize=9,
                         markerfacecolor="none", markeredgecolor="black",
                         label=f"paper {variant} (d=10): {value}")
-        if drawn or model == "gat":
+        if drawn.anything or model == "gat":
             ax.legend(loc="best", fontsize="small")
-        if not drawn:
+        if not drawn.anything:
             _note(ax, NOT_RUN)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("train accuracy (%)")
@@ -373,7 +381,7 @@ def fig6(df: pd.DataFrame) -> Figure:
         ax.set_title(DATASET_NAMES[dataset])
         ax.set_xlabel("number of layers")
         ax.set_ylabel("test ROC-AUC (%)" if dataset == "ogbn-proteins" else "test accuracy (%)")
-        drawn = False
+        drawn = SeriesDrawn()
         for variant in FIG6_VARIANTS:
             series = sub[sub["variant"] == variant]
             if series.empty:
@@ -381,10 +389,9 @@ def fig6(df: pd.DataFrame) -> Figure:
             model, _, suffix = variant.partition("-")
             norm = {"": "none", "Ln": "layernorm", "Pn": "pairnorm", "Lip": "lip"}[suffix]
             linestyle, marker = MODEL_STYLE[model.lower()]
-            drawn_series = _plot_depth_series(ax, series, variant, NORM_COLOURS[norm], linestyle, marker,
-                                              full=full)
-            drawn, hollow = drawn or drawn_series.anything, hollow or drawn_series.hollow
-        if drawn:
+            drawn |= _plot_depth_series(ax, series, variant, NORM_COLOURS[norm], linestyle, marker, full=full)
+        hollow = hollow or drawn.hollow
+        if drawn.anything:
             ax.grid(alpha=0.3)
             for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
                 handles.setdefault(label, handle)
