@@ -28,6 +28,7 @@ EXPERIMENTS = {
     "fig4": ["depth=2", "train.lr=0.005"],
     "fig5": ["dataset.tree_depth=2", "dataset.num_trees=64", "variant=gcn,gin_pn,ggnn,gat,gat_pn,gat_lip"],
     "fig6": ["depth=2", "train.lr=0.005", "variant=gat,gat_lip,gt_ln,gt_pn"],
+    "fig6_protocol": ["depth=2", "seed=0"],                                          # GT, GT-Lip
 }
 
 
@@ -46,7 +47,8 @@ def tiny_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_every_experiment_ran_into_its_own_folder(tiny_results: Path) -> None:
     counts = {p.name: len(list(p.glob("*.json"))) for p in (tiny_results / "runs").iterdir()}
-    assert counts == {"table1": 10, "table2": 2, "table3": 8, "fig2": 2, "fig3": 2, "fig4": 2, "fig5": 6, "fig6": 4}
+    assert counts == {"table1": 10, "table2": 2, "table3": 8, "fig2": 2, "fig3": 2, "fig4": 2, "fig5": 6, "fig6": 4,
+                      "fig6_protocol": 2}
 
 
 def test_make_tables_and_figures_produce_every_file(tiny_results: Path, tmp_path: Path) -> None:
@@ -79,7 +81,7 @@ def test_a_table_cell_equals_the_records_it_came_from(tiny_results: Path) -> Non
     assert "(2)" in table1 and "75.3 ± 0.9 (11)" in table1
 
 
-@pytest.mark.parametrize("experiment", ["table3", "fig3", "fig4", "fig6"])
+@pytest.mark.parametrize("experiment", ["table3", "fig3", "fig4", "fig6", "fig6_protocol"])
 def test_attention_only_experiments_use_the_fused_path_for_every_job(experiment: str) -> None:
     """So `train.py -m experiment=X budget=cpu` reproduces the committed records' run ids without extra flags."""
     jobs = sweep_jobs(experiment, ["budget=cpu"])
@@ -88,3 +90,17 @@ def test_attention_only_experiments_use_the_fused_path_for_every_job(experiment:
         assert cfg.model.name in ("gat", "gt") and cfg.model.impl == "fused"
     # The model default stays the reference path (fig2, table1, ... and plain train.py).
     assert compose_cfg(["variant=gat_lip"]).model.impl == "pyg"
+
+
+def test_the_protocol_check_trains_as_the_authors_code_does() -> None:
+    """REFERENCE.md: lr 0.001 for GT, ReduceLROnPlateau on val loss (factor 0.1, patience 10), 1000 epochs,
+    the last epoch's test accuracy; its records go to their own folder, out of Fig. 6's grid."""
+    jobs = sweep_jobs("fig6_protocol", ["budget=cpu"])
+    for job in jobs:
+        cfg = compose_cfg(job)
+        assert cfg.experiment_name == "fig6_protocol" and cfg.model.name == "gt" and cfg.depth == 30
+        train = cfg.train
+        assert (train.lr, train.epochs, train.scheduler, train.selection) == (0.001, 1000, "plateau", "last")
+        assert (train.plateau_mode, train.plateau_factor, train.plateau_patience) == ("min", 0.1, 10)
+        assert (cfg.model.dropout, cfg.model.attn_dropout) == (0.5, 0.3)
+    assert sorted(compose_cfg(job).norm.name for job in jobs) == ["lip", "lip", "none", "none"]

@@ -22,7 +22,7 @@ from lipgnn.results.report import (
     update_report,
 )
 from lipgnn.results.store import config_key, load_records
-from lipgnn.results.tables import TABLES, build_cells
+from lipgnn.results.tables import NOT_RUN, TABLES, build_cells
 
 ROOT = Path(__file__).resolve().parents[1]
 NAN = float("nan")
@@ -411,3 +411,42 @@ def test_script_check_and_update(tmp_path: Path, capsys) -> None:
     (results / "REPRODUCTION.md").write_text(f"{open_marker('protocol')}\n")
     assert module.main(["--results-dir", str(results)]) == 2
     assert "error:" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------- Fig. 6 protocol check
+
+
+def protocol_record(norm: str, seed: int, last: tuple[float, float, float], best: tuple[float, float, float],
+                    best_epoch: int, final_lr: float) -> dict:
+    """A GT record of runs/fig6_protocol/: Cora, 30 layers, last-epoch selection; (train, val, test) points."""
+    record = make_record("fig6_protocol", model="gt", norm=norm, depth=30, seed=seed, lr=0.001, epochs=1000,
+                         history={"epoch": [1, 2], "lr": [1e-3, final_lr], "train": [0.95, last[0]],
+                                  "val": [0.1, last[1]], "test": [0.1, last[2]]})
+    record["config"]["train"]["selection"] = "last"
+    record["last"] = {"epoch": 1000, "loss": 0.5, "train": last[0], "val": last[1], "test": last[2]}
+    record["best"] = {"epoch": best_epoch, "loss": 0.6, "train": best[0], "val": best[1], "test": best[2]}
+    return record
+
+
+def test_protocol_check_reports_last_and_best_epoch_beside_fig6(tmp_path: Path) -> None:
+    lip = [((0.90, 0.5, 0.60), (0.7, 0.8, 0.70), 100, 1e-5), ((0.80, 0.5, 0.64), (0.7, 0.8, 0.72), 300, 1e-6),
+           ((0.85, 0.5, 0.62), (0.7, 0.8, 0.71), 250, 1e-6)]
+    for seed, (last, best, epoch, lr) in enumerate(lip):
+        write_record(tmp_path, protocol_record("lip", seed, last, best, epoch, lr))
+    for seed, test in enumerate((0.30, 0.32)):
+        write_record(tmp_path, protocol_record("none", seed, (0.3, 0.4, test), (0.3, 0.6, 0.35), 5, 1e-7))
+    write_record(tmp_path, make_record("fig6", model="gt", norm="lip", depth=30, test=0.386, val=0.4))
+    write_record(tmp_path, make_record("fig6", model="gt", norm="lip", depth=30, test=0.9, val=0.9, dataset="pubmed"))
+    text = render_blocks(tmp_path)["check-gt-protocol"]
+    assert "Records: 5 in `runs/fig6_protocol/`" in text and "per-run selection last" in text
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| GT")}
+    # variant | runs | last-epoch test | best-val test | last train | median best epoch | median final lr | Fig. 6
+    assert rows["GT-Lip"] == "| GT-Lip | 3 | 62.0 ± 2.0 | 71.0 ± 1.0 | 85.0 ± 5.0 | 250 | 1.00e-06 | 38.6 [1 seed] |"
+    assert rows["GT"] == f"| GT | 2 | 31.0 ± 1.4 | 35.0 ± 0.0 | 30.0 ± 0.0 | 5 | 1.00e-07 | {NOT_RUN} |"
+    assert ("Cora, authors' protocol, GT-Lip vs GT: **holds** — at 30 layers (deepest run for both) GT-Lip "
+            "last-epoch test acc 62.0 vs GT 31.0.") in text
+
+
+def test_protocol_check_without_records_says_so(tmp_path: Path) -> None:
+    text = render_blocks(tmp_path)["check-gt-protocol"]
+    assert "Records: none under `runs/fig6_protocol/`" in text and "**Verdict: cannot be judged**" in text
