@@ -28,7 +28,7 @@ EXPERIMENTS = {
     "fig4": ["depth=2", "train.lr=0.005"],
     "fig5": ["dataset.tree_depth=2", "dataset.num_trees=64", "variant=gcn,gin_pn,ggnn,gat,gat_pn,gat_lip"],
     "fig6": ["depth=2", "train.lr=0.005", "variant=gat,gat_lip,gt_ln,gt_pn"],
-    "fig6_protocol": ["depth=2", "seed=0"],                                          # GT, GT-Lip
+    "fig6_protocol": ["depth=2", "seed=0"],                          # GT, GT-Lip (eq. 19, authors' formula)
 }
 
 
@@ -48,7 +48,7 @@ def tiny_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_every_experiment_ran_into_its_own_folder(tiny_results: Path) -> None:
     counts = {p.name: len(list(p.glob("*.json"))) for p in (tiny_results / "runs").iterdir()}
     assert counts == {"table1": 10, "table2": 2, "table3": 8, "fig2": 2, "fig3": 2, "fig4": 2, "fig5": 6, "fig6": 4,
-                      "fig6_protocol": 2}
+                      "fig6_protocol": 3}
 
 
 def test_make_tables_and_figures_produce_every_file(tiny_results: Path, tmp_path: Path) -> None:
@@ -103,4 +103,5 @@ def test_the_protocol_check_trains_as_the_authors_code_does() -> None:
         assert (train.lr, train.epochs, train.scheduler, train.selection) == (0.001, 1000, "plateau", "last")
         assert (train.plateau_mode, train.plateau_factor, train.plateau_patience) == ("min", 0.1, 10)
         assert (cfg.model.dropout, cfg.model.attn_dropout) == (0.5, 0.3)
-    assert sorted(compose_cfg(job).norm.name for job in jobs) == ["lip", "lip", "none", "none"]
+    norms = sorted((cfg.norm.name, cfg.norm.get("variant")) for cfg in map(compose_cfg, jobs))
+    assert norms == [("lip", "paper")] * 2 + [("lip", "reference")] * 2 + [("none", None)] * 2

@@ -21,13 +21,13 @@ CPU_COUNTS = {
     "fig4": 2 * 4 * 2,
     "fig5": 9 * 5,
     "fig6": 8 * 1 * 4 * 2,  # variants x dataset x depths x lr
-    "fig6_protocol": 2 * 1 * 1 * 2,  # variants x dataset x depth x seeds
+    "fig6_protocol": 3 * 1 * 1 * 2,  # variants (GT, GT-Lip with both formulas) x dataset x depth x seeds
 }
 PAPER_COUNTS = {
     "table3": 4 * 2 * 2 * 4 * 4 * 2 * 3 * 4 * 5,
     "fig2": 2 * 5,
     "fig5": 9 * 9 * 10,
-    "fig6_protocol": 4 * 2 * 7 * 5,  # GT variants x datasets x depths x seeds
+    "fig6_protocol": 5 * 2 * 7 * 5,  # GT variants (Lip with both formulas) x datasets x depths x seeds
 }
 
 
