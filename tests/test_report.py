@@ -417,11 +417,13 @@ def test_script_check_and_update(tmp_path: Path, capsys) -> None:
 
 
 def protocol_record(norm: str, seed: int, last: tuple[float, float, float], best: tuple[float, float, float],
-                    best_epoch: int, final_lr: float, formula: str = "paper") -> dict:
-    """A GT record of runs/fig6_protocol/: Cora, 30 layers, last-epoch selection; (train, val, test) points."""
+                    best_epoch: int, final_lr: float, formula: str = "paper", lr_floor_from: int = 2) -> dict:
+    """A GT record of runs/fig6_protocol/: Cora, 30 layers, last-epoch selection; (train, val, test) points;
+    4 epochs; the learning rate steps 1e-3 (epoch 1), 1e-4, then ``final_lr`` from epoch ``lr_floor_from`` on."""
+    lrs = [1e-3 if epoch == 1 else 1e-4 if epoch < lr_floor_from else final_lr for epoch in range(1, 5)]
     record = make_record("fig6_protocol", model="gt", norm=norm, depth=30, seed=seed, lr=0.001, epochs=1000,
-                         history={"epoch": [1, 2], "lr": [1e-3, final_lr], "train": [0.95, last[0]],
-                                  "val": [0.1, last[1]], "test": [0.1, last[2]]})
+                         history={"epoch": [1, 2, 3, 4], "lr": lrs, "train": [0.95, 0.2, 0.2, last[0]],
+                                  "val": [0.1, 0.1, 0.1, last[1]], "test": [0.1, 0.1, 0.1, last[2]]})
     record["config"]["train"]["selection"] = "last"
     if norm == "lip":
         record["config"]["norm"]["variant"] = formula
@@ -435,7 +437,7 @@ def test_protocol_check_reports_last_and_best_epoch_beside_fig6(tmp_path: Path) 
     lip = [((0.90, 0.5, 0.60), (0.7, 0.8, 0.70), 100, 1e-5), ((0.80, 0.5, 0.64), (0.7, 0.8, 0.72), 300, 1e-6),
            ((0.85, 0.5, 0.62), (0.7, 0.8, 0.71), 250, 1e-6)]
     for seed, (last, best, epoch, lr) in enumerate(lip):
-        write_record(tmp_path, protocol_record("lip", seed, last, best, epoch, lr))
+        write_record(tmp_path, protocol_record("lip", seed, last, best, epoch, lr, lr_floor_from=(2, 4, 4)[seed]))
     for seed, test in enumerate((0.30, 0.32)):
         write_record(tmp_path, protocol_record("none", seed, (0.3, 0.4, test), (0.3, 0.6, 0.35), 5, 1e-7))
         # The authors' formula: its own row, never pooled with eq. 19's runs (its validation is higher).
@@ -446,11 +448,13 @@ def test_protocol_check_reports_last_and_best_epoch_beside_fig6(tmp_path: Path) 
     text = render_blocks(tmp_path)["check-gt-protocol"]
     assert "Records: 7 in `runs/fig6_protocol/`" in text and "per-run selection last" in text
     rows = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| GT")}
-    # variant | runs | last-epoch test | best-val test | last train | median best epoch | median final lr | Fig. 6
-    assert rows["GT-Lip"] == "| GT-Lip | 3 | 62.0 ± 2.0 | 71.0 ± 1.0 | 85.0 ± 5.0 | 250 | 1.00e-06 | 38.6 [1 seed] |"
-    assert rows["GT"] == f"| GT | 2 | 31.0 ± 1.4 | 35.0 ± 0.0 | 30.0 ± 0.0 | 5 | 1.00e-07 | {NOT_RUN} |"
+    # variant | runs | last-epoch test | best-val test | last train | median best epoch | median final lr |
+    # median epoch from which the lr stays final | Fig. 6
+    assert rows["GT-Lip"] == ("| GT-Lip | 3 | 62.0 ± 2.0 | 71.0 ± 1.0 | 85.0 ± 5.0 | 250 | 1.00e-06 | 4 | "
+                              "38.6 [1 seed] |")
+    assert rows["GT"] == f"| GT | 2 | 31.0 ± 1.4 | 35.0 ± 0.0 | 30.0 ± 0.0 | 5 | 1.00e-07 | 2 | {NOT_RUN} |"
     assert rows["GT-Lip (authors' formula)"] == ("| GT-Lip (authors' formula) | 2 | 21.0 ± 1.4 | 20.0 ± 0.0 | "
-                                                 f"50.0 ± 0.0 | 7 | 1.00e-04 | {NOT_RUN} |")
+                                                 f"50.0 ± 0.0 | 7 | 1.00e-04 | 2 | {NOT_RUN} |")
     assert ("Cora, authors' protocol, GT-Lip (authors' formula) vs GT: **does not hold** — at 30 layers (deepest "
             "run for both) GT-Lip (authors' formula) last-epoch test acc 21.0 vs GT 31.0.") in text
     assert ("Cora, authors' protocol, GT-Lip vs GT: **holds** — at 30 layers (deepest run for both) GT-Lip "

@@ -809,6 +809,17 @@ def _final_lr(history: Any) -> float:
     return float(lrs[-1]) if lrs.size else math.nan
 
 
+def _final_lr_epoch(history: Any) -> float:
+    """The first epoch from which the learning rate stays at its final value (when a schedule froze it)."""
+    if not isinstance(history, dict):
+        return math.nan
+    lrs, epochs = _floats(history.get("lr")), _floats(history.get("epoch"))
+    if not lrs.size or len(epochs) != len(lrs):
+        return math.nan
+    changed = np.flatnonzero(lrs != lrs[-1])
+    return float(epochs[changed[-1] + 1] if changed.size else epochs[0])
+
+
 def _formula_label(variant: Any, config: Any) -> Any:
     """``variant``, marked when its LipschitzNorm uses the authors' code's formula (``norm.variant``)."""
     norm = config.get("norm") if isinstance(config, dict) else None
@@ -823,9 +834,9 @@ def block_gt_protocol(rs: RecordSet) -> str:
     df = rs.frame(PROTOCOL_EXPERIMENT)
     lines = ["Question: does the authors' own training protocol (lr 0.001, up to 1000 epochs, learning rate "
              "reduced on validation-loss plateaus, the last epoch's test accuracy; `REFERENCE.md`) make the deep "
-             "GT-Lip that Fig. 6's cpu grid cannot train trainable, with the paper's eq. 19 or with the authors' "
-             f"code's formula ('{AUTHORS_FORMULA.strip(' ()')}': ‖Q‖_F over all edges' queries, 1/√d kept)? "
-             "These runs are kept out of Fig. 6's grid.", "", _runs_line(df, PROTOCOL_EXPERIMENT), ""]
+             "GT-Lip that fails in Fig. 6's cpu grid trainable, with the paper's eq. 19 or with the authors' "
+             f"code's formula (rows marked \"{AUTHORS_FORMULA.strip()}\": ‖Q‖_F over all edges' queries, 1/√d "
+             "kept)? These runs are kept out of Fig. 6's grid.", "", _runs_line(df, PROTOCOL_EXPERIMENT), ""]
     runs = with_selected_metrics(df)
     if runs.empty:
         lines.append(_verdict("", CANNOT_JUDGE, f"{PROTOCOL_EXPERIMENT} {NOT_RUN_BUDGET}."))
@@ -833,7 +844,8 @@ def block_gt_protocol(rs: RecordSet) -> str:
     runs = runs.assign(row=[_formula_label(v, c) for v, c in zip(runs["variant"], runs["config"], strict=True)])
     fig6 = with_selected_metrics(rs.frame("fig6"))
     header = ["variant", "runs", "test, last epoch", "test, best-val epoch", "train, last epoch",
-              "best-val epoch (median)", "final lr (median)", "Fig. 6 cpu grid: selected test"]
+              "best-val epoch (median)", "final lr (median)", "final lr from epoch (median)",
+              "Fig. 6 cpu grid: selected test"]
     for dataset in _datasets(runs):
         here = _of_dataset(runs, dataset)
         fig6_here = _of_dataset(fig6, dataset) if not fig6.empty else fig6
@@ -857,6 +869,7 @@ def block_gt_protocol(rs: RecordSet) -> str:
                 rows.append([label, str(len(at)), last_test, best_test, last_train,
                              _median_text(chosen["best_epoch"], lambda v: str(int(round(v)))),
                              _median_text(chosen["history"].map(_final_lr), _sci),
+                             _median_text(chosen["history"].map(_final_lr_epoch), lambda v: str(int(round(v)))),
                              _select(theirs)[1] if not theirs.empty else NOT_RUN])
             lines += [f"*{_dataset_name(dataset)}, {depth} layers* (accuracy in %, mean ± std over seeds):", ""]
             lines += _table(header, rows) + [""]
