@@ -804,8 +804,12 @@ def _median_text(values: pd.Series, fmt: Callable[[float], str]) -> str:
     return fmt(float(np.median(finite))) if finite.size else "-"
 
 
+def _int_text(value: float) -> str:
+    return str(int(round(value)))
+
+
 def _final_lr(history: Any) -> float:
-    lrs = _floats((history or {}).get("lr") if isinstance(history, dict) else None)
+    lrs = _floats(history.get("lr") if isinstance(history, dict) else None)
     return float(lrs[-1]) if lrs.size else math.nan
 
 
@@ -867,9 +871,9 @@ def block_gt_protocol(rs: RecordSet) -> str:
                 theirs = (_at(fig6_here[fig6_here["variant"] == label], "depth", depth)
                           if not fig6_here.empty else fig6_here)
                 rows.append([label, str(len(at)), last_test, best_test, last_train,
-                             _median_text(chosen["best_epoch"], lambda v: str(int(round(v)))),
+                             _median_text(chosen["best_epoch"], _int_text),
                              _median_text(chosen["history"].map(_final_lr), _sci),
-                             _median_text(chosen["history"].map(_final_lr_epoch), lambda v: str(int(round(v)))),
+                             _median_text(chosen["history"].map(_final_lr_epoch), _int_text),
                              _select(theirs)[1] if not theirs.empty else NOT_RUN])
             lines += [f"*{_dataset_name(dataset)}, {depth} layers* (accuracy in %, mean ± std over seeds):", ""]
             lines += _table(header, rows) + [""]
