@@ -852,7 +852,7 @@ def block_gt_protocol(rs: RecordSet) -> str:
               "Fig. 6 cpu grid: selected test"]
     for dataset in _datasets(runs):
         here = _of_dataset(runs, dataset)
-        fig6_here = _of_dataset(fig6, dataset) if not fig6.empty else fig6
+        fig6_here = _of_dataset(fig6, dataset)
         order = [v + suffix for v in FIG6_VARIANTS for suffix in ("", AUTHORS_FORMULA)]
         labels = [v for v in order if v in set(here["row"])] + sorted(set(here["row"].dropna()) - set(order))
         results: dict[str, dict[int, Selection | None]] = {}
@@ -868,13 +868,12 @@ def block_gt_protocol(rs: RecordSet) -> str:
                 _, last_train = _select(at, "last_train")
                 chosen = sel.runs if sel is not None else at
                 # Fig. 6 ran eq. 19 only: the authors' formula has no Fig. 6 point to compare with.
-                theirs = (_at(fig6_here[fig6_here["variant"] == label], "depth", depth)
-                          if not fig6_here.empty else fig6_here)
+                theirs = _at(fig6_here[fig6_here["variant"] == label], "depth", depth)
                 rows.append([label, str(len(at)), last_test, best_test, last_train,
                              _median_text(chosen["best_epoch"], _int_text),
                              _median_text(chosen["history"].map(_final_lr), _sci),
                              _median_text(chosen["history"].map(_final_lr_epoch), _int_text),
-                             _select(theirs)[1] if not theirs.empty else NOT_RUN])
+                             _select(theirs)[1]])
             lines += [f"*{_dataset_name(dataset)}, {depth} layers* (accuracy in %, mean ± std over seeds):", ""]
             lines += _table(header, rows) + [""]
         for lip in [label for label in labels if label.startswith("GT-Lip")]:
