@@ -1,4 +1,4 @@
-"""Tests of lipgnn.results.report: the REPRODUCTION.md block updater (synthetic records, no training)."""
+"""Tests of lipgnn.results.report and the report blocks of the LipschitzNorm artifacts (synthetic records)."""
 
 from __future__ import annotations
 
@@ -7,24 +7,24 @@ import logging
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from lipgnn.errors import ConfigError
 from lipgnn.results import write_record
-from lipgnn.results.report import (
-    BLOCK_NAMES,
-    PLACEHOLDER,
-    close_marker,
-    dropout_setting,
-    grid_breakdown,
-    open_marker,
-    render_blocks,
-    update_report,
-)
+from lipgnn.results.artifacts.lipschitznorm import fig2, fig6, table1, table3
+from lipgnn.results.artifacts.lipschitznorm.table3 import dropout_setting, grid_breakdown
+from lipgnn.results.labels import NOT_RUN
+from lipgnn.results.paper_table import build_cells
+from lipgnn.results.render.markers import close_marker, open_marker
+from lipgnn.results.report import PLACEHOLDER, render_blocks, update_report
 from lipgnn.results.store import config_key, load_records
-from lipgnn.results.tables import NOT_RUN, TABLES, build_cells
+from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS, HOLDS_IN_PART
 
 ROOT = Path(__file__).resolve().parents[1]
+TABLES = {"table1": table1.SPEC, "table3": table3.SPEC}
+# The main report's blocks: what the registry's LipschitzNorm artifacts build (from a folder without records).
+BLOCK_NAMES = tuple(render_blocks(ROOT / "tests" / "no-results-here"))
 NAN = float("nan")
 
 # ----------------------------------------------------------------------------------- synthetic records
@@ -50,7 +50,7 @@ def make_config(experiment: str, model: str = "gat", norm: str = "none", dataset
 
 def make_record(experiment: str, *, val: float = 0.5, test: float = 0.5, train: float = 0.6,
                 status: str = "completed", history: dict | None = None, commit: str = "a" * 40, **cfg_kw) -> dict:
-    """A run record per docs/CONTRACTS.md; best and last points share (train, val, test)."""
+    """A run record per docs/ARCHITECTURE.md; best and last points share (train, val, test)."""
     cfg = make_config(experiment, **cfg_kw)
     point = {"epoch": 3, "loss": 0.7, "train": train, "val": val, "test": test}
     hist = history if history is not None else {
@@ -209,11 +209,12 @@ def test_gradient_block_numbers_and_verdict_flip(tmp_path: Path) -> None:
     assert "| GAT | 1 (0) | Cora | 3 | 4 | 5.00e+06 | 2.00e-01 | 2.00e-01 | 2.50e+06 | 40.0 |" in text
     assert "= 5.00e+06 / 2.00e+00 = 2.5e+06." in text
     assert "1 non-finite gradient norms" in text
-    assert "**Verdict: holds**" in text
+    assert [c.verdict for c in fig2.claims(load_records(results, "fig2"))] == [HOLDS]
     fig2_records(results, 150.0, 2.0)  # same run ids: the records are replaced
     text = render_blocks(results)["claim-gradients"]
     assert "= 1.50e+02 / 2.00e+00 = 75." in text
-    assert "**Verdict: does not hold**" in text
+    (claim,) = fig2.claims(load_records(results, "fig2"))
+    assert (claim.verdict, claim.section, claim.n_runs) == (DOES_NOT_HOLD, "§6", 2)
 
 
 def test_residual_grid_breakdown_means_by_hand_and_cells_equal_the_tables(tmp_path: Path) -> None:
@@ -327,10 +328,11 @@ def test_lip_beating_plain_without_training_properly_holds_only_in_part(tmp_path
         for norm, t in (("none", gat), ("lip", lip)):
             write_record(results, make_record("fig6", norm=norm, depth=depth, val=t, test=t))
     depth_block = render_blocks(results)["claim-depth"]
-    assert ("- Fig. 3 Cora, GAT-Lip vs GAT: **holds in part** — at 30 layers (deepest run for both) GAT-Lip "
-            "best train accuracy 30.0 vs GAT 20.0, but GAT-Lip stays below 90.0% (our reading of 'trains "
-            "properly').") in depth_block
-    assert "- Fig. 6 Cora, GAT-Lip vs GAT: **holds in part**" in depth_block
+    frame = pd.concat([load_records(results, "fig6"), load_records(results, "fig3")], ignore_index=True)
+    verdicts = {c.quote.rsplit(" — ", 1)[1]: c.verdict for c in fig6.claims(frame)}
+    assert verdicts["Fig. 3 Cora, GAT-Lip vs GAT"] == HOLDS_IN_PART
+    assert verdicts["Fig. 6 Cora, GAT-Lip vs GAT"] == HOLDS_IN_PART
+    assert verdicts["Fig. 6 Cora, GT-Lip vs GT"] == CANNOT_JUDGE  # no GT records
     assert "stays below 77.0 (5.0 points under its best depth, 2 layers: 82.0;" in depth_block
 
 

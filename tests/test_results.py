@@ -26,12 +26,15 @@ from lipgnn.results import (
     write_failure_record,
     write_record,
 )
-from lipgnn.results import paper as paper_values
+from lipgnn.results.artifacts.lipschitznorm import fig5, table1, table2, table3
+from lipgnn.results.engine import make_figures, make_tables
+from lipgnn.results.paper_table import CSV_COLUMNS, build_cells, render_csv
+from lipgnn.results.protocol import with_selected_metrics
 from lipgnn.results.store import config_key
-from lipgnn.results.tables import CSV_COLUMNS, TABLES, build_cells, make_tables, render_csv
+
+TABLES = {"table1": table1.SPEC, "table2": table2.SPEC, "table3": table3.SPEC}
 
 ROOT = Path(__file__).resolve().parents[1]
-PAPER_MD = Path("/work/shared/papers/lipschitznorm.md")
 
 # ----------------------------------------------------------------------------------- synthetic records
 
@@ -82,7 +85,7 @@ def make_config(model: str = "gat", norm: str = "none", dataset: str = "cora", d
 def make_record(experiment: str = "table1", *, best: tuple[float, float, float] = (0.9, 0.8, 0.8),
                 last: tuple[float, float, float] | None = None, status: str = "completed",
                 history: dict | None = None, run_id: str | None = None, **cfg_kw) -> dict:
-    """A run record per docs/CONTRACTS.md; ``best``/``last`` are (train, val, test) fractions."""
+    """A run record per docs/ARCHITECTURE.md; ``best``/``last`` are (train, val, test) fractions."""
     cfg = make_config(experiment=experiment, **cfg_kw)
     last = last if last is not None else best
     if run_id is None:
@@ -264,32 +267,41 @@ def test_variant_labels() -> None:
 
 
 def test_paper_values_as_printed() -> None:
-    assert paper_values.TABLE1["GAT-Lip"][("cora", 100)].text == "75.3 ± 0.9 (11)"
-    assert paper_values.TABLE1["GCN"][("citeseer", 100)].text == "31.3 ± 2.7 (2)"
-    assert paper_values.TABLE2["GCNII"][("ogbn-arxiv", 0)].text == "72.74 (-)*"
-    assert paper_values.TABLE2["GAT-Lip"][("ogbn-arxiv", 0)].text == "74.62 ± 1.1 (8)"
-    assert paper_values.TABLE3["GAT-Lip-res"][("cora", 15)].text == "80.2 ± 1.1"
-    assert paper_values.FIG5_TREE_DEPTH10 == {"GAT-Lip": 68.3, "GAT-Pn": 47.8}
+    assert table1.PAPER["GAT-Lip"][("cora", 100)].text == "75.3 ± 0.9 (11)"
+    assert table1.PAPER["GCN"][("citeseer", 100)].text == "31.3 ± 2.7 (2)"
+    assert table2.PAPER["GCNII"][("ogbn-arxiv", 0)].text == "72.74 (-)*"
+    assert table2.PAPER["GAT-Lip"][("ogbn-arxiv", 0)].text == "74.62 ± 1.1 (8)"
+    assert table3.PAPER["GAT-Lip-res"][("cora", 15)].text == "80.2 ± 1.1"
+    assert fig5.PAPER_TREE_DEPTH10 == {"GAT-Lip": 68.3, "GAT-Pn": 47.8}
 
 
-def _numbers(line: str) -> list[float]:
-    return [float(x) for x in re.findall(r"\d+(?:\.\d+)?", re.sub(r"<[^>]+>", "", line))]
+# The paper's rows as printed (LaTeX stripped), an independent copy of the facts the artifacts encode.
+PRINTED = {
+    "table1": {
+        "GCN": "82.5 ± 1.2 (2) 58.8 ± 3.5 (2) 69.5 ± 2.1 (2) 31.3 ± 2.7 (2) 77.9 ± 1.4 (2) 44.9 ± 4.4 (2)",
+        "GGNN": "81.8 ± 2.0 (2) 68.2 ± 2.5 (6) 68.5 ± 1.9 (3) 40.5 ± 1.4 (5) 78.4 ± 2.1 (4) 56.6 ± 1.9 (4)",
+        "GAT": "82.3 ± 2.3 (2) 65.3 ± 2.1 (4) 69.3 ± 1.6 (2) 42.8 ± 1.6 (4) 77.4 ± 0.5 (6) 63.1 ± 0.7 (4)",
+        "GAT-Pn": "78.8 ± 0.6 (4) 73.8 ± 1.2 (12) 67.2 ± 0.8 (4) 51.7 ± 1.1 (10) 77.6 ± 1.6 (8) 70.4 ± 1.1 (12)",
+        "GAT-Lip": "83.1 ± 0.5 (5) 75.3 ± 0.9 (11) 69.1 ± 1.5 (3) 50.9 ± 1.9 (9) 78.9 ± 1.3 (5) 73.3 ± 1.4 (15)",
+    },
+    "table2": {"GCNII": "72.74 (-)* 74.9 ± 0.4 (14) 73.9 ± 0.3 (16)",
+               "GAT-Lip": "74.62 ± 1.1 (8) 75.3 ± 0.9 (11) 73.3 ± 1.4 (15)"},
+    "table3": {"GAT": "38.2 ± 1.7 29.5 ± 3.6 68.9 ± 1.5 28.2 ± 3.1",
+               "GAT-res": "76.1 ± 1.2 63.5 ± 2.1 76.2 ± 1.1 63.8 ± 3.3",
+               "GAT-Lip": "79.4 ± 0.7 69.3 ± 4.1 76.4 ± 1.5 67.2 ± 2.1",
+               "GAT-Lip-res": "80.2 ± 1.1 69.4 ± 2.8 77.3 ± 1.0 68.7 ± 1.8"},
+}
 
 
-@pytest.mark.skipif(not PAPER_MD.exists(), reason="paper text not available")
-def test_paper_values_match_the_paper_file() -> None:
-    lines = PAPER_MD.read_text().splitlines()
-
-    def row_line(name: str, after: str) -> str:
-        start = next(i for i, s in enumerate(lines) if s.startswith(after))
-        return next(s for s in lines[start:] if re.sub(r"<[^>]+>", "", s).split("\t")[0].strip() == name)
-
-    for table, caption in ((paper_values.TABLE1, "Table 1."), (paper_values.TABLE2, "Table 2."),
-                           (paper_values.TABLE3, "*Table 3.*")):
-        for row, cells in table.items():
-            expected = _numbers(row_line(row, caption).split("\t", 1)[1])
-            ours = [x for v in cells.values() for x in (v.mean, v.std, v.depth) if x is not None]
-            assert ours == expected, row
+def test_paper_values_match_the_printed_rows() -> None:
+    for name, rows in PRINTED.items():
+        spec = TABLES[name]
+        assert tuple(rows) == spec.rows
+        for row, printed in rows.items():
+            expected = [float(x) for x in re.findall(r"\d+(?:\.\d+)?", printed)]
+            ours = [x for c in spec.columns for v in [spec.paper[row][c]] for x in (v.mean, v.std, v.depth)
+                    if x is not None]
+            assert ours == expected, (name, row)
 
 
 # ---------------------------------------------------------------------------------------------- tables
@@ -401,7 +413,7 @@ def test_each_cell_holds_only_its_own_dataset_and_column(tmp_path: Path) -> None
 
 
 def test_partial_points_get_hollow_markers_in_figures(tmp_path: Path) -> None:
-    from lipgnn.results.figures import fig6
+    from lipgnn.results.artifacts.lipschitznorm.fig6 import figure as fig6
 
     common = {"model": "gat", "dataset": "cora", "experiment": "fig6", "missing_rate": None}
     for depth in (2, 10):
@@ -498,7 +510,6 @@ def _outputs(folder: Path) -> dict[str, bytes]:
 
 
 def test_make_tables_and_figures_write_every_file_deterministically(tmp_path: Path, capsys) -> None:
-    from lipgnn.results.figures import make_figures
 
     results = tmp_path / "results"
     _tiny_result_set(results)
@@ -535,7 +546,6 @@ def test_make_tables_and_figures_write_every_file_deterministically(tmp_path: Pa
 
 @pytest.mark.slow
 def test_every_figure_is_byte_identical_when_rerun(tmp_path: Path) -> None:
-    from lipgnn.results.figures import make_figures
 
     _tiny_result_set(tmp_path / "results")
     make_figures(tmp_path / "results", tmp_path / "a")
@@ -545,7 +555,6 @@ def test_every_figure_is_byte_identical_when_rerun(tmp_path: Path) -> None:
 
 
 def test_figures_from_no_records_still_render(tmp_path: Path) -> None:
-    from lipgnn.results.figures import make_figures
 
     paths = make_figures(tmp_path)
     assert sorted(p.name for p in paths) == [f"fig{i}.{e}" for i in range(2, 7) for e in ("pdf", "png")]
@@ -553,8 +562,7 @@ def test_figures_from_no_records_still_render(tmp_path: Path) -> None:
 
 
 def test_fig4_points_follow_the_table_protocol(tmp_path: Path) -> None:
-    from lipgnn.results.figures import _by_depth
-    from lipgnn.results.tables import with_selected_metrics
+    from lipgnn.results.plotting import by_depth as _by_depth
 
     common = {"model": "gat", "norm": "lip", "dataset": "pubmed", "missing_rate": 100}
     for seed, test in enumerate([0.60, 0.64]):
