@@ -75,7 +75,7 @@ def _block(df: pd.DataFrame) -> tuple[str, list[Finding]]:
     found = Findings()
     df, fig6_df = _of(df, PROTOCOL_EXPERIMENT), _of(df, "fig6")
     lines = ["Question: does the authors' own training protocol (lr 0.001, up to 1000 epochs, learning rate "
-             "reduced on validation-loss plateaus, the last epoch's test accuracy; `REFERENCE.md`) make the deep "
+             "reduced on validation-loss plateaus, the last epoch's test accuracy; `docs/reference.md`) make the deep "
              "GT-Lip that fails in Fig. 6's cpu grid trainable, with the paper's eq. 19 or with the authors' "
              f"code's formula (rows marked \"{AUTHORS_FORMULA.strip()}\": ‖Q‖_F over all edges' queries, 1/√d "
              "kept)? These runs are kept out of Fig. 6's grid.", "", runs_line(df, PROTOCOL_EXPERIMENT), ""]
