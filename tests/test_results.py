@@ -19,6 +19,7 @@ from lipgnn.errors import ConfigError
 from lipgnn.results import (
     COLUMNS,
     RECORD_COLUMNS,
+    grid,
     load_records,
     read_record,
     run_record_path,
@@ -37,6 +38,13 @@ TABLES = {"table1": table1.SPEC, "table2": table2.SPEC, "table3": table3.SPEC}
 ROOT = Path(__file__).resolve().parents[1]
 
 # ----------------------------------------------------------------------------------- synthetic records
+
+
+@pytest.fixture(autouse=True)
+def no_declared_grids(tmp_path_factory, monkeypatch) -> None:
+    """Without grid files every synthetic record is inside its experiment's grid and "partial" is judged
+    against the fullest cell (declared grids: tests/test_verdicts.py)."""
+    monkeypatch.setattr(grid, "CONF_DIR", tmp_path_factory.mktemp("conf"))
 
 _MODEL_DEFAULTS = {
     "gat": {"dropout": 0.6, "attn_dropout": 0.3}, "gt": {"dropout": 0.5, "attn_dropout": 0.3},
@@ -326,7 +334,8 @@ def test_table_cell_selects_by_validation_and_reports_test(tmp_path: Path) -> No
     # Hand computation: mean(70, 72, 74) = 72.0; sample std (ddof=1) = sqrt(((-2)^2 + 0 + 2^2) / 2) = 2.0.
     assert cell.ours_mean == pytest.approx(72.0) and cell.ours_std == pytest.approx(2.0)
     assert (cell.ours_depth, cell.n_runs, cell.n_diverged) == (4, 3, 0)
-    assert cell.ours_text(True) == "72.0 ± 2.0 (4)"
+    # 95% t-interval: 72 ± t(0.975, 2) · 2 / √3 = 72 ± 4.303 · 1.155 = 72 ± 5.0.
+    assert cell.ours_text(True) == "72.0 ± 2.0 (4) n=3 [67.0, 77.0]"
     assert cell.paper_text() == "75.3 ± 0.9 (11)"
     # The best-TEST configuration (depth 11, 91.0) must not have been chosen.
     assert cell.ours_mean != pytest.approx(91.0)
@@ -369,7 +378,7 @@ def test_diverged_runs_are_counted_not_averaged(tmp_path: Path) -> None:
     cell = _cell(cells, "GAT", "PubMed 30 layers")
     assert cell.ours_mean == pytest.approx(32.0) and cell.ours_std == pytest.approx(100 * math.sqrt(0.0008))
     assert (cell.n_runs, cell.n_diverged) == (4, 2)
-    assert cell.ours_text(False) == "32.0 ± 2.8 [2/4 div.]"
+    assert cell.ours_text(False) == "32.0 ± 2.8 n=2 [6.6, 57.4] [2/4 div.]"  # 32 ± 12.706 · 2.828 / √2
     assert "1 failed runs ignored" in cell.note
     dead = _cell(cells, "GAT-res", "PubMed 30 layers")
     # Two runs where GAT's cell has four non-failed ones (the failed run does not count): partial.
@@ -388,9 +397,9 @@ def test_a_cell_whose_sweep_has_not_finished_is_marked_partial(tmp_path: Path) -
                 write_record(tmp_path, make_record(norm="lip", lr=lr, seed=seed, best=(0.9, 0.8, 0.80), **common))
     cells = build_cells(load_records(tmp_path, "table3"), TABLES["table3"])
     full, part = _cell(cells, "GAT", "Cora 15 layers"), _cell(cells, "GAT-Lip", "Cora 15 layers")
-    assert full.ours_text(False) == "70.0 ± 0.0" and not full.partial
+    assert full.ours_text(False) == "70.0 ± 0.0 n=2 [70.0, 70.0]" and not full.partial
     assert (part.grid_runs, part.full_grid_runs) == (3, 4)
-    assert part.ours_text(False) == "80.0 ± 0.0 [partial: 3/4 runs]"
+    assert part.ours_text(False) == "80.0 ± 0.0 n=2 [80.0, 80.0] [partial: 3/4 runs]"
     assert "partial grid: 3 of the 4 runs" in part.note
     assert _cell(cells, "GAT-res", "Cora 15 layers").ours_text(False) == "not run"
     frame = pd.read_csv(pd.io.common.StringIO(render_csv(cells)))

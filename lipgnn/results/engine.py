@@ -12,6 +12,7 @@ import pandas as pd
 
 from lipgnn.results import registry
 from lipgnn.results.artifact import Artifact
+from lipgnn.results.grid import check_grid
 from lipgnn.results.store import load_records
 
 
@@ -32,11 +33,13 @@ class Loader:
                 df = load_records(self.results_dir, experiment, history=history)
                 if self.budget is not None and not df.empty:
                     df = df[df["budget"].astype(str) == self.budget]
-                self._frames[key] = df
+                check = check_grid(df)
+                self._frames[key] = df.assign(in_grid=check.in_grid, declared_epochs=check.declared_epochs)
         return self._frames[key]
 
     def frame(self, artifact: Artifact) -> pd.DataFrame:
-        """The records of ``artifact.experiments``, concatenated (one row per record)."""
+        """The records of ``artifact.experiments``, concatenated (one row per record), with ``in_grid`` (inside
+        the experiment's declared grid) and ``declared_epochs`` (its epoch budget there; NaN outside)."""
         frames = [self.experiment(e, artifact.needs_history) for e in artifact.experiments]
         if len(frames) == 1:
             return frames[0]

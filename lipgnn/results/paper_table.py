@@ -8,10 +8,12 @@ row/column order, no timestamps): identical records give identical files.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 import pandas as pd
 
+from lipgnn.results.grid import expected_runs
 from lipgnn.results.labels import DATASET_NAMES, DIVERGED, NEEDS_OGB, NOT_RUN, OGB_DATASETS
 from lipgnn.results.protocol import full_grid_size, partial_text, select_best, with_selected_metrics
 from lipgnn.results.render.latex import tex as _tex
@@ -19,10 +21,12 @@ from lipgnn.results.render.text import fmt_value as _fmt_value
 from lipgnn.results.render.text import joined as _joined
 from lipgnn.results.render.text import md_table
 from lipgnn.results.render.text import ranges as _ranges
+from lipgnn.results.stats import Interval, t_interval, under_budget
 
 CSV_COLUMNS = (
     "row", "column", "ours_mean", "ours_std", "n_runs", "paper", "ours_depth", "n_diverged",
     "paper_mean", "paper_std", "paper_depth", "selection", "budget", "grid_runs", "full_grid_runs", "note",
+    "n_seeds", "ci95_low", "ci95_high", "under_budget",
 )
 GRID_KEYS = ("depth", "lr", "hidden", "heads", "dropout")
 
@@ -82,7 +86,10 @@ class Cell:
     note: str = ""
     state: str = NOT_RUN             # "ok" | NOT_RUN | NEEDS_OGB | DIVERGED
     grid_runs: int = 0               # non-failed runs of the cell, every configuration and seed
-    full_grid_runs: int = 0          # the same count in the fullest cell of the table
+    full_grid_runs: int = 0          # runs the declared grid puts in the cell (else: the fullest cell's count)
+    ci: Interval = Interval(0, math.nan, math.nan, math.nan)   # t-interval of the mean, percent
+    under_budget: bool = False       # some run of the selected configuration is below its declared epochs
+    runs: pd.DataFrame | None = None  # the selected configuration's runs (for paired comparisons)
 
     @property
     def partial(self) -> str:
@@ -98,6 +105,8 @@ class Cell:
             text += f" ({self.ours_depth})"
         if not math.isfinite(self.ours_std):
             text += " [1 seed]"
+        elif math.isfinite(self.ci.lo):
+            text += f" n={self.ci.n} [{self.ci.lo:.1f}, {self.ci.hi:.1f}]"
         if self.n_diverged:
             text += f" [{self.n_diverged}/{self.n_runs} div.]"
         return text + self.partial
@@ -130,13 +139,16 @@ def build_cells(df: pd.DataFrame, spec: TableSpec) -> list[Cell]:
     """Every cell of ``spec`` (row-major, the paper's order) from the records in ``df``."""
     keyed_all = with_cell_key(df, spec)
     runs = with_selected_metrics(keyed_all)     # keeps the key columns: it filters and adds, never drops
-    full = full_grid_size(runs, _CELL_KEY)
+    fullest = full_grid_size(runs, _CELL_KEY)
     cells = []
     for row in spec.rows:
         for column in spec.columns:
             dataset = column[0]
             cell = Cell(row, spec.column_label(column), dataset, spec.paper.get(row, {}).get(column))
             here = cell_runs(runs, row, column)
+            declared = expected_runs(df, spec.experiment, variant=row, dataset=dataset,
+                                     **{_column_key(spec): column[1]})
+            full = fullest if declared is None else declared
             n_failed = int((cell_runs(keyed_all, row, column)["status"] == "failed").sum())
             cell.grid_runs, cell.full_grid_runs = len(here), full
             notes = []
@@ -162,6 +174,9 @@ def build_cells(df: pd.DataFrame, spec: TableSpec) -> list[Cell]:
                     cell.ours_depth = chosen.depth
                     cell.n_runs = chosen.n_runs
                     cell.n_diverged = chosen.n_diverged
+                    cell.ci = t_interval(100.0 * chosen.runs.loc[~chosen.runs["diverged"], "sel_test"])
+                    cell.under_budget = under_budget(chosen.runs)
+                    cell.runs = chosen.runs
                     cell.selection = _joined(chosen.runs["selection"])
                     cell.budget = _joined(chosen.runs["budget"])
                     notes.append(
@@ -173,7 +188,8 @@ def build_cells(df: pd.DataFrame, spec: TableSpec) -> list[Cell]:
             if n_failed:
                 notes.append(f"{n_failed} failed runs ignored")
             if cell.partial:
-                notes.append(f"partial grid: {len(here)} of the {full} runs the fullest cell has")
+                notes.append(f"partial grid: {len(here)} of the {full} runs "
+                             + ("the fullest cell has" if declared is None else "its declared grid has"))
             cell.note = "; ".join(notes)
             cells.append(cell)
     return cells
@@ -267,7 +283,8 @@ def render_latex(spec: TableSpec, cells: list[Cell], proto: Protocol) -> str:
         r"\begin{table}[t]",
         r"\centering",
         r"\small",
-        r"\caption{" + _tex(spec.title + " " + proto.sentence()) + "}",
+        # LaTeX prints "Table N:" itself, so the caption drops the paper's own "Table N." prefix.
+        r"\caption{" + _tex(re.sub(r"^Table \d+\.\s*", "", spec.title) + " " + proto.sentence()) + "}",
         r"\label{tab:" + spec.name + "}",
         r"\begin{tabular}{l" + "cc" * len(labels) + "}",
         r"\hline",
@@ -305,10 +322,14 @@ def cells_frame(cells: list[Cell]) -> pd.DataFrame:
             "paper_depth": c.paper.depth if c.paper else None,
             "selection": c.selection, "budget": c.budget,
             "grid_runs": c.grid_runs, "full_grid_runs": c.full_grid_runs,
+            "n_seeds": c.ci.n if ok else 0,
+            "ci95_low": round(c.ci.lo, 3) if ok and math.isfinite(c.ci.lo) else math.nan,
+            "ci95_high": round(c.ci.hi, 3) if ok and math.isfinite(c.ci.hi) else math.nan,
+            "under_budget": c.under_budget,
             "note": c.note if ok else f"{c.state}: {c.note}",
         })
     frame = pd.DataFrame(rows, columns=list(CSV_COLUMNS))
-    for col in ("ours_depth", "paper_depth", "n_runs", "n_diverged", "grid_runs", "full_grid_runs"):
+    for col in ("ours_depth", "paper_depth", "n_runs", "n_diverged", "grid_runs", "full_grid_runs", "n_seeds"):
         frame[col] = pd.array(frame[col].tolist(), dtype="Int64")
     return frame
 
@@ -330,11 +351,14 @@ def _legend(spec: TableSpec, cells: list[Cell]) -> list[str]:
     if any(c.n_diverged for c in cells if c.state == "ok"):
         legend.append("- [k/n div.]: k of the n seeds of the selected configuration diverged and are "
                       "excluded from its mean.")
+    if any(c.state == "ok" and math.isfinite(c.ci.lo) for c in cells):
+        legend.append("- n=k [lo, hi]: k non-diverged seeds of the selected configuration and the 95% Student "
+                      "t-interval of their mean.")
     if any(c.state == "ok" and not math.isfinite(c.ours_std) for c in cells):
         legend.append("- [1 seed]: a single usable seed, so no standard deviation.")
     if any(c.partial for c in cells):
-        legend.append("- [partial: k/K runs]: the cell's sweep has not finished: it has k runs where the fullest "
-                      "cell has K, so fewer configurations or seeds were compared.")
+        legend.append("- [partial: k/K runs]: the cell's sweep has not finished: it has k runs where its declared grid "
+                      "(conf/grid/<experiment>_<budget>*.yaml) has K, so fewer configurations or seeds were compared.")
     if spec.footnote:
         legend.append(f"- Paper: {spec.footnote}")
     return legend

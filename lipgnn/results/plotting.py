@@ -127,13 +127,26 @@ def by_depth(runs: pd.DataFrame, depth_col: str = "depth", value: str = "sel_tes
 
 
 class SeriesDrawn(NamedTuple):
-    """What ``_plot_depth_series`` put on the axes; ``|`` merges two series' (or panels') answers."""
+    """What ``plot_depth_series`` put on the axes; ``|`` merges two series' (or panels') answers."""
 
     anything: bool = False      # a point or an all-diverged mark
     hollow: bool = False        # a hollow (partial) marker, which the caption then explains
+    multi_seed: bool = False    # a point averaged over more than one seed (so it has an error bar)
 
     def __or__(self, other: SeriesDrawn) -> SeriesDrawn:
-        return SeriesDrawn(self.anything or other.anything, self.hollow or other.hollow)
+        return SeriesDrawn(self.anything or other.anything, self.hollow or other.hollow,
+                           self.multi_seed or other.multi_seed)
+
+
+def seeds_caption(multi_seed: bool) -> str:
+    """How points aggregate seeds: the ± only where some point has more than one seed."""
+    return "mean ± std over seeds" if multi_seed else "one seed per point"
+
+
+def paper_marker(ax, x: float, y: float, label: str, marker: str = "D") -> None:
+    """The paper's printed value at one point: a large hollow black marker (D: with LipschitzNorm, X: without)."""
+    ax.plot([x], [y], linestyle="none", marker=marker, markersize=8, markerfacecolor="none", markeredgecolor="black",
+            label=label)
 
 
 def plot_depth_series(ax, runs: pd.DataFrame, label: str, colour: str, linestyle: str, marker: str,
@@ -156,7 +169,7 @@ def plot_depth_series(ax, runs: pd.DataFrame, label: str, colour: str, linestyle
         ax.plot(all_div, [0.03] * len(all_div), linestyle="none", marker="x", color=colour, markersize=6,
                 transform=ax.get_xaxis_transform(), label=f"{label}: all seeds diverged")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    return SeriesDrawn(bool(xs or all_div), bool(points))
+    return SeriesDrawn(bool(xs or all_div), bool(points), any(n > 1 for n in series.seeds))
 
 
 def partial_caption(hollow: bool, full: int) -> str:

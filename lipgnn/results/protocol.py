@@ -23,8 +23,12 @@ import pandas as pd
 
 
 def with_selected_metrics(df: pd.DataFrame) -> pd.DataFrame:
-    """Add ``sel_val``/``sel_test`` (per the run's selection rule) and ``diverged``; drop failed runs."""
-    out = df[df["status"] != "failed"].copy()
+    """Add ``sel_val``/``sel_test`` (per the run's selection rule) and ``diverged``; drop failed runs and runs
+    outside the experiment's declared grid (``in_grid``, set by the engine's loader)."""
+    keep = df["status"] != "failed"
+    if "in_grid" in df:
+        keep &= df["in_grid"].astype(bool)
+    out = df[keep].copy()
     last = (out["selection"] == "last").to_numpy(dtype=bool)
     out["sel_val"] = np.where(last, out["last_val"].to_numpy(dtype=float), out["best_val"].to_numpy(dtype=float))
     out["sel_test"] = np.where(last, out["last_test"].to_numpy(dtype=float), out["best_test"].to_numpy(dtype=float))

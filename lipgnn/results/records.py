@@ -12,10 +12,12 @@ import json
 import math
 import os
 from collections.abc import Mapping
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from omegaconf import OmegaConf
 
 # The flat columns of ``load_records``, in the order given by docs/ARCHITECTURE.md ...
 RECORD_COLUMNS: tuple[str, ...] = (
@@ -64,6 +66,29 @@ def variant_label(model: str, norm: str | None, residual: bool = False) -> str:
     if _truthy(residual) and key not in _NO_RESIDUAL_SUFFIX:
         name += "-res"
     return name
+
+
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+
+
+@cache
+def _norm_defaults(name: str) -> dict[str, Any]:
+    """The keys of ``conf/norm/<name>.yaml`` (the paper's setting of that normalisation)."""
+    path = CONF_DIR / "norm" / f"{name}.yaml"
+    if not path.exists():
+        return {}
+    return {k: v for k, v in OmegaConf.to_container(OmegaConf.load(path)).items() if k != "name"}
+
+
+def label_extras(cfg: Mapping[str, Any]) -> str:
+    """`` [norm.alpha=2]``: the normalisation keys of a run that differ from the paper's row (its
+    ``conf/norm`` defaults), so a custom variant never takes the paper's row label."""
+    norm = cfg.get("norm") if isinstance(cfg, Mapping) else None
+    if not isinstance(norm, Mapping):
+        return ""
+    defaults = _norm_defaults(str(norm.get("name", "none")))
+    differ = [f"norm.{k}={norm[k]}" for k in sorted(defaults) if k in norm and norm[k] != defaults[k]]
+    return f" [{', '.join(differ)}]" if differ else ""
 
 
 def config_key(cfg: Mapping[str, Any]) -> str:
@@ -122,7 +147,7 @@ def flatten_record(record: Mapping[str, Any], path: str | Path | None = None) ->
         # train.selection is validated to best_val | last when the run is configured.
         "selection": "last" if str(_get(cfg, "train.selection", "best_val")).lower() == "last" else "best_val",
         "epochs": _get(cfg, "train.epochs"),
-        "variant": variant_label(model, norm, residual) if model is not None else None,
+        "variant": variant_label(model, norm, residual) + label_extras(cfg) if model is not None else None,
         "config_key": config_key(cfg),
         "error": record.get("error"),
         "config": cfg,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from lipgnn.results.labels import NOT_RUN_BUDGET
 from lipgnn.results.render.markers import close_marker, open_marker, replace_blocks
 from lipgnn.results.render.text import md_table
 from lipgnn.results.reporting import short_commit, summary
+from lipgnn.results.stats import LEGEND as STATS_LEGEND
 from lipgnn.results.store import _atomic_write_text, record_paths
 
 log = logging.getLogger("lipgnn.results")
@@ -46,6 +48,8 @@ PAPER_TITLES = {
     "kim": "Kim et al.: L2 self-attention and its Lipschitz bounds",
 }
 PROTOCOL_BLOCK = "protocol"
+CLAIMS_BLOCK = "claims"
+PAPER_SHORT = {"lipschitznorm": "LipschitzNorm", "guan_he": "Guan & He", "kim": "Kim et al."}
 PLACEHOLDER = "_(discussion to be written)_"
 
 
@@ -94,8 +98,12 @@ def block_protocol(loader: Loader, paper: str = MAIN_PAPER) -> str:
             rows.append([exp, "0"] + ["-"] * (len(header) - 2))
             continue
         s = summary(df)
-        commits = pd.Series([short_commit(c) for c in df["git_commit"]]).value_counts()
-        commit_text = ", ".join(f"`{c}` ({n})" for c, n in sorted(commits.items()))
+        commit_text = provenance_text(df["git_commit"])
+        outside = df[~df["in_grid"].astype(bool)] if "in_grid" in df else df.iloc[:0]
+        if not outside.empty:
+            ids = ", ".join(f"`{r}`" for r in sorted(outside["run_id"])[:5]) + (", …" if len(outside) > 5 else "")
+            notes.append(f"- `runs/{exp}/`: {len(outside)} record(s) outside the grid declared in "
+                         f"`conf/grid/{exp}_<budget>*.yaml`, left out of every cell and verdict: {ids}.")
         rows.append([exp, s["records"], s["completed"], s["diverged"], s["failed"], s["budget"],
                      f"{s['epochs']} ({s['epochs_run']})", s["seeds"], s["selection"], s["hours"], commit_text])
     lines = md_table(header, rows)
@@ -105,11 +113,36 @@ def block_protocol(loader: Loader, paper: str = MAIN_PAPER) -> str:
               "validation metric is selected; its test metric is reported as mean ± sample std over its "
               "non-diverged seeds. Diverged runs (non-finite loss or metric) are excluded and counted; "
               "failed runs (crashes) are ignored.",
-              "- A commit ending in `-dirty` was recorded with uncommitted changes in the working tree.",
+              "- git commits: the range of commits that wrote the records (oldest … newest in the repository's "
+              "history when it is available) and how many records were written with uncommitted changes "
+              "(`-dirty`).",
               "- Budgets: `paper` = the paper's grid (§10); `cpu` = the reduced grid each "
               "`conf/grid/<experiment>_cpu.yaml` documents."]
     lines += notes
     return "\n".join(lines)
+
+
+def _history_order() -> dict[str, int]:
+    """Position of each commit in this repository's history (newest first); empty without git."""
+    try:
+        out = subprocess.run(["git", "log", "--format=%H", "--all"], cwd=Path(__file__).resolve().parent,
+                             capture_output=True, text=True, timeout=10, check=True).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return {sha: i for i, sha in enumerate(out)}
+
+
+def provenance_text(commits: pd.Series) -> str:
+    """``a1b2c3d4e5 … f6a7b8c9d0 (7 commits); 31 -dirty``: the commit range of a set of records."""
+    clean = [str(c).removesuffix("-dirty") for c in commits if c]
+    if not clean:
+        return "unknown"
+    dirty = sum(str(c).endswith("-dirty") for c in commits if c)
+    order = _history_order()
+    distinct = sorted(set(clean), key=lambda c: (-order.get(c, -1), c))   # oldest first when known
+    span = short_commit(distinct[0]) if len(distinct) == 1 else \
+        f"{short_commit(distinct[0])} … {short_commit(distinct[-1])}"
+    return f"`{span}` ({len(distinct)} commit{'s' if len(distinct) != 1 else ''}); {dirty} -dirty"
 
 
 # --------------------------------------------------------------------------------------------- blocks
@@ -125,8 +158,30 @@ def render_blocks(results_dir: str | os.PathLike, paper: str = MAIN_PAPER,
         for name, body in artifact.report(loader.frame(artifact)).items():
             if name in blocks:
                 raise ValueError(f"report block {name!r} of artifact {artifact.name} is defined twice: rename it")
-            blocks[name] = body
+            blocks[name] = f'<a id="{name}"></a>\n\n{body}'   # the claims index links here
+    if paper == MAIN_PAPER:
+        blocks[CLAIMS_BLOCK] = block_claims(loader)
     return blocks
+
+
+def block_claims(loader: Loader) -> str:
+    """One row per claim of every paper: section, the paper's words, our verdict, runs, and a link."""
+    rows = []
+    for artifact in registry.artifacts():
+        if artifact.claims is None:
+            continue
+        for claim in artifact.claims(loader.frame(artifact)):
+            where = "" if claim.paper == MAIN_PAPER else str(report_path("", claim.paper))
+            quote = claim.quote.replace("|", "\\|")
+            rows.append([PAPER_SHORT.get(claim.paper, claim.paper), claim.section, f"“{quote}”",
+                         f"**{claim.verdict}**", str(claim.n_runs), f"[{artifact.name}]({where}{claim.anchor})"])
+    if not rows:
+        return "No claims registered."
+    counts = pd.Series([r[3].strip("*") for r in rows]).value_counts()
+    header = ["paper", "section", "claim (the paper's words — what is compared)", "verdict", "runs", "evidence"]
+    lines = md_table(header, rows)
+    lines += ["", "Verdict counts: " + ", ".join(f"{v} {n}" for v, n in counts.items()) + ".", "", STATS_LEGEND]
+    return "\n".join(lines)
 
 
 def skeleton(blocks: dict[str, str], paper: str = MAIN_PAPER) -> str:

@@ -24,6 +24,7 @@ from lipgnn.results.render.text import joined as _joined
 from lipgnn.results.render.text import md_table as _table
 from lipgnn.results.render.text import pct as _pct
 from lipgnn.results.render.text import ranges as _ranges
+from lipgnn.results.stats import greater, no_clear_lead, paired_difference, under_budget, with_budget
 from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS, HOLDS_IN_PART, TIE, VERDICTS
 from lipgnn.results.verdict import NOT_RUN as NOT_RUN_VERDICT
 
@@ -153,33 +154,32 @@ def short_commit(commit: Any) -> str:
     return head[:10] + sep + rest
 
 
-def column_verdict(cells: list[Cell], row_order: tuple[str, ...], target: str = "GAT-Lip") -> tuple[str, str]:
-    """Is ``target`` our best row in one table column (or within one std of the best)?"""
-    ok = [c for c in cells if c.state == "ok"]
-    rank = {r: i for i, r in enumerate(row_order)}
-    with_paper = [c for c in cells if c.paper is not None]
-    paper_best = max(with_paper, key=lambda c: (c.paper.mean, -rank.get(c.row, 99))) if with_paper else None
-    paper_text = f"paper's best: {paper_best.row} ({paper_best.paper.text})" if paper_best else "paper: -"
-    if not ok:
-        state = cells[0].state if cells else NOT_RUN
-        return state if state != "ok" else NOT_RUN, f"no row has records; {paper_text}."
-    best = max(ok, key=lambda c: (c.ours_mean, -rank.get(c.row, 99)))
-    mine = next((c for c in cells if c.row == target), None)
-    if mine is None or mine.state != "ok":
-        state = mine.state if mine is not None else NOT_RUN
-        return (f"{target} {state}", f"our best row is {best.row} ({best.ours_mean:.1f}); {paper_text}.")
-    if best.row == target:
-        return HOLDS, f"{target} is our best row ({mine.ours_mean:.1f}); {paper_text}."
-    std = best.ours_std if math.isfinite(best.ours_std) else mine.ours_std
-    gap = best.ours_mean - mine.ours_mean
-    if math.isfinite(std) and gap <= std:
-        return HOLDS_WITHIN_STD, (f"our best row is {best.row} ({best.ours_mean:.1f}); {target} "
-                                  f"({mine.ours_mean:.1f}) is {gap:.1f} points behind, within one std "
-                                  f"({std:.1f}); {paper_text}.")
-    return DOES_NOT_HOLD, (f"our best row is {best.row} ({best.ours_mean:.1f}); {target} ({mine.ours_mean:.1f}) "
-                           f"is {gap:.1f} points behind"
-                           + (f", more than one std ({std:.1f})" if math.isfinite(std) else " (no std: 1 seed)")
-                           + f"; {paper_text}.")
+def cell_comparison(label: str, a: Cell, b: Cell, *, margin: float = 0.0, tie_band: float | None = None,
+                    what: str = "") -> Finding:
+    """Paired comparison of two table cells (their selected configurations, paired by seed), in points.
+
+    ``tie_band`` set: the claim is "no clear lead" (``stats.no_clear_lead``); else "a exceeds b by more than
+    ``margin``" (``stats.greater``). Cells without a result give NOT_RUN (or CANNOT_JUDGE when diverged);
+    partial or under-budget cells make the verdict UNDER_BUDGET."""
+    if a.state != "ok" or b.state != "ok":
+        missing = [f"{c.row} {c.state}" for c in (a, b) if c.state != "ok"]
+        verdict = NOT_RUN_VERDICT if all(c.state != DIVERGED for c in (a, b)) else CANNOT_JUDGE
+        return Finding(label, verdict, f"{'; '.join(missing)}.", a.n_runs + b.n_runs)
+    diff = paired_difference(a.runs, b.runs)
+    verdict = no_clear_lead(diff, tie_band / 100.0) if tie_band is not None else greater(diff, margin / 100.0)
+    budget = a.under_budget or b.under_budget or bool(a.partial) or bool(b.partial)
+    evidence = (f"{a.row} {a.ours_mean:.1f} vs {b.row} {b.ours_mean:.1f}; paired difference {diff.text()} points"
+                + (f" (threshold: > {margin:g})" if margin else "")
+                + (f" (equivalence band ± {tie_band:g})" if tie_band is not None else "")
+                + (f"; {what}" if what else "")
+                + ("; partial or under-budget cells" if budget else "") + ".")
+    return Finding(label, with_budget(verdict, budget), evidence, a.n_runs + b.n_runs)
+
+
+def best_other(cells: list[Cell], target: str) -> Cell | None:
+    """Our best row other than ``target`` (by mean), among cells with a result."""
+    others = [c for c in cells if c.row != target and c.state == "ok"]
+    return max(others, key=lambda c: c.ours_mean) if others else None
 
 
 def cells_table(spec: TableSpec, cells: list[Cell], columns: list[tuple[str, int]]) -> list[str]:
@@ -201,17 +201,23 @@ def partial_note(cells: list[Cell]) -> str:
     return f" (partial grid: {', '.join(short)} runs; may change when the sweep finishes)" if short else ""
 
 
-def spec_findings(spec: TableSpec, cells: list[Cell], columns: list[tuple[str, int]]) -> list[Finding]:
-    """Per column: is GAT-Lip our best row (``column_verdict``)?"""
-    lines = []
+def lead_findings(spec: TableSpec, cells: list[Cell], columns: list[tuple[str, int]],
+                  target: str = "GAT-Lip") -> list[Finding]:
+    """Per column: does ``target`` lead our best other row (paired difference > 0)?"""
+    out = []
     for column in columns:
         label = spec.column_label(column)
         here = [c for c in cells if c.column == label]
-        outcome, reason = column_verdict(here, spec.rows)
-        note = partial_note(here)
-        n_runs = sum(c.n_runs for c in here)
-        lines.append(Finding(label, outcome, reason[:-1] + note + "." if note else reason, n_runs))
-    return lines
+        mine = next(c for c in here if c.row == target)
+        other = best_other(here, target)
+        if other is None:
+            out.append(Finding(f"{label}, {target} leads", NOT_RUN_VERDICT, "no other row has a result.",
+                               mine.n_runs))
+            continue
+        paper = max((c for c in here if c.paper is not None), key=lambda c: c.paper.mean, default=None)
+        note = f"paper's best: {paper.row} ({paper.paper.text})" if paper is not None else ""
+        out.append(cell_comparison(f"{label}, {target} leads", mine, other, what=note))
+    return out
 
 
 class Bar(NamedTuple):
@@ -225,38 +231,40 @@ class Bar(NamedTuple):
 
 
 def pair_finding(label: str, results: dict[str, dict[int, Selection | None]],
-                 lip: str, plain: str, what: str, bar: Bar | None = None, full: int = 0) -> Finding:
-    """At the deepest depth both variants ran, does ``lip`` beat ``plain``? With a ``bar`` the claim also
-    needs ``lip`` to reach ``bar.value`` there: beating ``plain`` below it holds only in part."""
+                 lip: str, plain: str, what: str, bar: Bar | None = None, full: int = 0,
+                 value: str = "sel_test") -> Finding:
+    """At the deepest depth both variants ran, does ``lip`` beat ``plain``? The paired difference over seeds
+    decides (``stats.greater``). With a ``bar`` the claim also needs ``lip`` to reach ``bar.value`` there:
+    beating ``plain`` below it holds only in part. A partial point or an under-budget run: UNDER_BUDGET."""
+    name = f"{label}, {lip} vs {plain}"
     both = sorted(set(results.get(lip, {})) & set(results.get(plain, {})))
     if not both:
         missing = [v for v in (lip, plain) if not results.get(v)]
-        return Finding(f"{label}, {lip} vs {plain}", CANNOT_JUDGE,
-                        f"{' and '.join(missing) or 'a common depth'} {NOT_RUN_BUDGET}.")
+        return Finding(name, NOT_RUN_VERDICT, f"{' and '.join(missing) or 'a common depth'} {NOT_RUN_BUDGET}.")
     depth = both[-1]
     sel_lip, sel_plain = results[lip][depth], results[plain][depth]
-    if sel_lip is None:
-        return Finding(f"{label}, {lip} vs {plain}", DOES_NOT_HOLD,
-                        f"at {depth} layers every {lip} run diverged.")
-    if sel_plain is None:
-        return Finding(f"{label}, {lip} vs {plain}", HOLDS,
-                        f"at {depth} layers every {plain} run diverged; {lip} {what} {_pct(sel_lip.mean)}.")
-    outcome = HOLDS if sel_lip.mean > sel_plain.mean else DOES_NOT_HOLD
+    if sel_lip is None or sel_plain is None:
+        which = lip if sel_lip is None else plain
+        return Finding(name, CANNOT_JUDGE, f"at {depth} layers every {which} run diverged.",
+                       sum(s.n_runs for s in (sel_lip, sel_plain) if s is not None))
+    diff = paired_difference(sel_lip.runs, sel_plain.runs, value)
+    verdict = greater(diff)
     reason = (f"at {depth} layers (deepest run for both) {lip} {what} {_pct(sel_lip.mean)} vs {plain} "
-              f"{_pct(sel_plain.mean)}")
-    if outcome == HOLDS and bar is not None and sel_lip.mean < bar.value:
-        outcome, reason = HOLDS_IN_PART, f"{reason}, but {lip} stays below {bar.text}"
+              f"{_pct(sel_plain.mean)}; paired difference {diff.text()} points")
+    if verdict == HOLDS and bar is not None and sel_lip.mean < bar.value:
+        verdict, reason = HOLDS_IN_PART, f"{reason}, but {lip} stays below {bar.text}"
     short = [f"{v} {s.n_point_runs}/{full}" for v, s in ((lip, sel_lip), (plain, sel_plain))
              if is_partial(s.n_point_runs, full)]
     partial = [f"at {depth} layers: {', '.join(short)} runs"] if short else []
-    if (outcome != DOES_NOT_HOLD and bar is not None and bar.depth not in (None, depth)
+    if (verdict != DOES_NOT_HOLD and bar is not None and bar.depth not in (None, depth)
             and is_partial(bar.n_point_runs, full)):
         # The bar decides between "holds" and "in part", and comes from another depth's point: if that
         # point's sweep is unfinished the bar can still move.
         partial.append(f"at {lip}'s best depth, {bar.depth} layers: {bar.n_point_runs}/{full} runs")
     if partial:
         reason += f" (partial grid {'; '.join(partial)}; may change when the sweep finishes)"
-    return Finding(f"{label}, {lip} vs {plain}", outcome, reason + ".", sel_lip.n_runs + sel_plain.n_runs)
+    budget = bool(partial) or under_budget(sel_lip.runs) or under_budget(sel_plain.runs)
+    return Finding(name, with_budget(verdict, budget), reason + ".", sel_lip.n_runs + sel_plain.n_runs)
 
 
 def depth_rows(runs: pd.DataFrame, variants: Sequence[str], full: int = 0
