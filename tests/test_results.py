@@ -584,3 +584,37 @@ def test_fig4_points_follow_the_table_protocol(tmp_path: Path) -> None:
     assert points.stds == pytest.approx([100 * math.sqrt(0.0008)])
     assert points.all_div == [10.0] and points.seeds == [2]
     assert points.point_runs == [4]     # both configurations' two seeds were compared at depth 5
+
+
+def test_a_custom_variant_never_takes_the_papers_row_label(tmp_path: Path) -> None:
+    record = make_record("table3", model="gat", norm="lip", residual=True, depth=15)
+    record["config"]["norm"]["alpha"] = 2.0
+    record["run_id"] = f"{config_key(record['config'])}-s0"
+    write_record(tmp_path, record)
+    write_record(tmp_path, make_record("table3", model="gat", norm="lip", residual=True, depth=15))
+    assert sorted(load_records(tmp_path, "table3")["variant"]) == ["GAT-Lip-res", "GAT-Lip-res [norm.alpha=2.0]"]
+    cell = _cell(build_cells(load_records(tmp_path, "table3"), TABLES["table3"]), "GAT-Lip-res", "Cora 15 layers")
+    assert cell.n_runs == 1     # the custom run is not in the paper's row
+
+
+def test_latex_captions_leave_the_table_number_to_latex(tmp_path: Path) -> None:
+    make_tables(tmp_path)
+    for name in ("table1", "table2", "table3"):
+        caption = next(line for line in (tmp_path / "tables" / f"{name}.tex").read_text().splitlines()
+                       if line.startswith(r"\caption{"))
+        assert not caption.startswith(r"\caption{Table"), caption
+
+
+def test_titles_say_mean_and_std_only_when_a_point_has_several_seeds(tmp_path: Path) -> None:
+    from lipgnn.results.artifacts.lipschitznorm.fig4 import figure as fig4
+
+    for norm in ("none", "lip"):
+        write_record(tmp_path, make_record("fig4", model="gat", norm=norm, dataset="pubmed", missing_rate=100,
+                                           depth=2))
+    title = fig4(load_records(tmp_path, "fig4")).axes[0].get_title()
+    assert "one seed per point" in title and "mean ± std" not in title
+    labels = fig4(load_records(tmp_path, "fig4")).axes[0].get_legend_handles_labels()[1]
+    assert "paper Table 1, GAT-Lip: 73.3 (15 layers)" in labels      # the paper's reference is drawn
+    write_record(tmp_path, make_record("fig4", model="gat", norm="lip", dataset="pubmed", missing_rate=100,
+                                       depth=2, seed=1))
+    assert "mean ± std over seeds" in fig4(load_records(tmp_path, "fig4")).axes[0].get_title()
