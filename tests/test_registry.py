@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import importlib
-import pkgutil
 from pathlib import Path
 
 import pytest
 
-from lipgnn.results import artifacts as artifacts_package
 from lipgnn.results import registry
 from lipgnn.results.artifact import Artifact
 from lipgnn.results.engine import Loader
@@ -20,8 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_every_artifact_module_loads_and_names_are_unique() -> None:
-    modules = [m.name for m in pkgutil.walk_packages(artifacts_package.__path__, artifacts_package.__name__ + ".")
-               if not m.ispkg]
+    modules = registry.module_names()
     found = registry.artifacts()
     assert len(found) == len(modules) > 0
     assert len({a.name for a in found}) == len(found)
