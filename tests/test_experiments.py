@@ -63,8 +63,8 @@ def test_make_tables_and_figures_produce_every_file(tiny_results: Path, tmp_path
 
 
 def test_a_table_cell_equals_the_records_it_came_from(tiny_results: Path) -> None:
+    from lipgnn.results.engine import make_tables
     from lipgnn.results.store import load_records
-    from lipgnn.results.tables import make_tables
 
     make_tables(tiny_results)
     cells = pd.read_csv(tiny_results / "tables" / "table3.csv")
@@ -93,7 +93,7 @@ def test_attention_only_experiments_use_the_fused_path_for_every_job(experiment:
 
 
 def test_the_protocol_check_trains_as_the_authors_code_does() -> None:
-    """REFERENCE.md: lr 0.001 for GT, ReduceLROnPlateau on val loss (factor 0.1, patience 10), 1000 epochs,
+    """docs/reference.md: lr 0.001 for GT, ReduceLROnPlateau on val loss (factor 0.1, patience 10), 1000 epochs,
     the last epoch's test accuracy; its records go to their own folder, out of Fig. 6's grid."""
     jobs = sweep_jobs("fig6_protocol", ["budget=cpu"])
     for job in jobs:

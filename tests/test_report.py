@@ -1,4 +1,4 @@
-"""Tests of lipgnn.results.report: the REPRODUCTION.md block updater (synthetic records, no training)."""
+"""Tests of lipgnn.results.report and the report blocks of the LipschitzNorm artifacts (synthetic records)."""
 
 from __future__ import annotations
 
@@ -7,27 +7,33 @@ import logging
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from lipgnn.errors import ConfigError
-from lipgnn.results import write_record
-from lipgnn.results.report import (
-    BLOCK_NAMES,
-    PLACEHOLDER,
-    close_marker,
-    dropout_setting,
-    grid_breakdown,
-    open_marker,
-    render_blocks,
-    update_report,
-)
+from lipgnn.results import grid, write_record
+from lipgnn.results.artifacts.lipschitznorm import fig2, fig6, table1, table3
+from lipgnn.results.artifacts.lipschitznorm.table3 import dropout_setting, grid_breakdown
+from lipgnn.results.paper_table import build_cells
+from lipgnn.results.render.markers import close_marker, open_marker
+from lipgnn.results.report import PLACEHOLDER, render_blocks, update_report
 from lipgnn.results.store import config_key, load_records
-from lipgnn.results.tables import NOT_RUN, TABLES, build_cells
+from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, HOLDS_IN_PART, NOT_RUN, TIE, TOO_FEW_SEEDS
 
 ROOT = Path(__file__).resolve().parents[1]
+TABLES = {"table1": table1.SPEC, "table3": table3.SPEC}
+# The main report's blocks: what the registry's LipschitzNorm artifacts build (from a folder without records).
+BLOCK_NAMES = tuple(render_blocks(ROOT / "tests" / "no-results-here"))
 NAN = float("nan")
 
 # ----------------------------------------------------------------------------------- synthetic records
+
+
+@pytest.fixture(autouse=True)
+def no_declared_grids(tmp_path_factory, monkeypatch) -> None:
+    """These tests are about the blocks, not the declared grids (tests/test_verdicts.py): no grid files, so
+    every synthetic record is inside its experiment's grid."""
+    monkeypatch.setattr(grid, "CONF_DIR", tmp_path_factory.mktemp("conf"))
 
 
 def make_config(experiment: str, model: str = "gat", norm: str = "none", dataset: str = "cora", depth: int = 2,
@@ -50,7 +56,7 @@ def make_config(experiment: str, model: str = "gat", norm: str = "none", dataset
 
 def make_record(experiment: str, *, val: float = 0.5, test: float = 0.5, train: float = 0.6,
                 status: str = "completed", history: dict | None = None, commit: str = "a" * 40, **cfg_kw) -> dict:
-    """A run record per docs/CONTRACTS.md; best and last points share (train, val, test)."""
+    """A run record per docs/ARCHITECTURE.md; best and last points share (train, val, test)."""
     cfg = make_config(experiment, **cfg_kw)
     point = {"epoch": 3, "loss": 0.7, "train": train, "val": val, "test": test}
     hist = history if history is not None else {
@@ -81,13 +87,14 @@ def outside(text: str) -> str:
     return text
 
 
-def fig2_records(results: Path, gat_peak: float, lip_peak: float) -> None:
+def fig2_records(results: Path, gat_peak: float, lip_peak: float, seeds: tuple[int, ...] = (0,)) -> None:
     """GAT and GAT-Lip, 3 layers x 4 epochs; the peaks sit at the last epoch of layer 0."""
     for norm, peak in (("none", gat_peak), ("lip", lip_peak)):
         grads = [[0.1, 0.2, 0.3], [0.1, 0.1, 0.1], [0.2, 0.2, 0.2], [peak, 0.1, None]]
         hist = {"epoch": [1, 2, 3, 4], "train": [0.1, 0.2, 0.3, 0.4], "val": [0.1] * 4, "test": [0.1] * 4,
                 "grad_norms": grads}
-        write_record(results, make_record("fig2", norm=norm, depth=3, history=hist, train=0.4))
+        for seed in seeds:
+            write_record(results, make_record("fig2", norm=norm, depth=3, history=hist, train=0.4, seed=seed))
 
 
 def table3_records(results: Path, lip_wins: bool) -> None:
@@ -209,11 +216,14 @@ def test_gradient_block_numbers_and_verdict_flip(tmp_path: Path) -> None:
     assert "| GAT | 1 (0) | Cora | 3 | 4 | 5.00e+06 | 2.00e-01 | 2.00e-01 | 2.50e+06 | 40.0 |" in text
     assert "= 5.00e+06 / 2.00e+00 = 2.5e+06." in text
     assert "1 non-finite gradient norms" in text
-    assert "**Verdict: holds**" in text
-    fig2_records(results, 150.0, 2.0)  # same run ids: the records are replaced
+    assert [c.verdict for c in fig2.claims(load_records(results, "fig2"))] == [TOO_FEW_SEEDS]  # one seed
+    fig2_records(results, 5e6, 2.0, seeds=(0, 1, 2))
+    assert [c.verdict for c in fig2.claims(load_records(results, "fig2"))] == [HOLDS]
+    fig2_records(results, 150.0, 2.0, seeds=(0, 1, 2))  # same run ids: the records are replaced
     text = render_blocks(results)["claim-gradients"]
     assert "= 1.50e+02 / 2.00e+00 = 75." in text
-    assert "**Verdict: does not hold**" in text
+    (claim,) = fig2.claims(load_records(results, "fig2"))
+    assert (claim.verdict, claim.section, claim.n_runs) == (DOES_NOT_HOLD, "§6", 6)
 
 
 def test_residual_grid_breakdown_means_by_hand_and_cells_equal_the_tables(tmp_path: Path) -> None:
@@ -232,7 +242,8 @@ def test_residual_grid_breakdown_means_by_hand_and_cells_equal_the_tables(tmp_pa
     spec = TABLES["table3"]
     cells = {(c.row, c.column): c for c in build_cells(load_records(results, "table3"), spec)}
     gat_lip = cells[("GAT-Lip", "Cora 30 layers")]
-    assert gat_lip.ours_text(False) == "68.0 ± 7.1 [1/3 div.]"
+    # 95% t-interval of (63, 73): 68 ± 12.706 · 7.071 / √2 = 68 ± 63.5.
+    assert gat_lip.ours_text(False) == "68.0 ± 7.1 n=2 [4.5, 131.5] [1/3 div.]"
     assert f"| GAT-Lip | not run | 79.4 ± 0.7 | {gat_lip.ours_text(False)} | 69.3 ± 4.1 |" in text
     assert "Cora 30 layers: ours ranks **GAT-Lip** first" in text
     assert "agrees with the paper" not in text  # paper ranks GAT-Lip-res first
@@ -258,26 +269,26 @@ def test_grid_breakdown_frame_and_dropout_setting(tmp_path: Path) -> None:
 def test_missing_vector_verdicts_follow_the_records(tmp_path: Path) -> None:
     results = tmp_path / "results"
 
-    def write(gat_tests: tuple[float, float], lip_tests: tuple[float, float]) -> None:
+    def write(gat_tests: tuple[float, ...], lip_tests: tuple[float, ...]) -> dict[str, str]:
         for (model, norm), tests in ((("gat", "none"), gat_tests), (("gat", "lip"), lip_tests)):
             for seed, t in enumerate(tests):
                 write_record(results, make_record("table1", model=model, norm=norm, missing_rate=100, depth=4,
                                                   seed=seed, val=t, test=t))
+        return {f.label: f.verdict for _, f in table1.findings(load_records(results, "table1"))}
 
-    write((0.60, 0.62), (0.70, 0.72))
+    verdicts = write((0.60, 0.62, 0.61), (0.70, 0.72, 0.71))   # paired differences 10, 10, 10 points
+    assert verdicts["Cora 100%, GAT-Lip leads"] == HOLDS
+    assert verdicts["CiteSeer 100%, GAT-Lip leads"] == NOT_RUN
+    assert verdicts["Cora 100%, GAT-Lip vs GAT-Pn"] == NOT_RUN
     text = render_blocks(results)["claim-missing-vector"]
-    assert "- Cora 100%: **holds** — GAT-Lip is our best row (71.0)" in text
-    assert "- CiteSeer 100%: **not run**" in text
+    assert "Cora 100%, GAT-Lip leads: **holds** — GAT-Lip 71.0 vs GAT 61.0; paired difference +10.0" in text
     spec = TABLES["table1"]
     for cell in build_cells(load_records(results, "table1"), spec):
         if cell.state == "ok":
             assert f"| {cell.row} | {cell.ours_text(True)} |" in text
-    write((0.72, 0.76), (0.72, 0.72))  # GAT 74.0 ± 2.8, GAT-Lip 72.0: 2 points behind, within one std
-    text = render_blocks(results)["claim-missing-vector"]
-    assert "- Cora 100%: **holds within one std** — our best row is GAT (74.0)" in text
-    write((0.74, 0.76), (0.70, 0.72))  # GAT 75.0 ± 1.4, GAT-Lip 71.0: 4 points behind
-    text = render_blocks(results)["claim-missing-vector"]
-    assert "- Cora 100%: **does not hold** — our best row is GAT (75.0)" in text
+    assert write((0.74, 0.76, 0.75), (0.70, 0.72, 0.71))["Cora 100%, GAT-Lip leads"] == DOES_NOT_HOLD
+    assert write((0.70, 0.72, 0.71), (0.75, 0.65, 0.72))["Cora 100%, GAT-Lip leads"] == TIE   # +5, -7, +1
+
 
 
 def test_depth_trees_and_fig4_blocks(tmp_path: Path) -> None:
@@ -302,35 +313,40 @@ def test_depth_trees_and_fig4_blocks(tmp_path: Path) -> None:
     blocks = render_blocks(results)
     depth = blocks["claim-depth"]
     assert "| 30 | 10.0 [1 seed] | 30.0 [1 seed] | 80.0 [1 seed] | 90.0 [1 seed] |" in depth
-    assert "- Fig. 3 Cora, GAT-Lip vs GAT: **holds**" in depth
-    assert "- Fig. 6 Cora, GAT-Lip vs GAT: **holds**" in depth
-    assert "- Fig. 6 Cora, GT-Lip vs GT: **does not hold**" in depth
+    # One seed per point: the comparisons are printed with their numbers, and judged "too few seeds".
+    assert "- Fig. 3 Cora, GAT-Lip vs GAT: **too few seeds** — at 30 layers (deepest run for both) GAT-Lip best " \
+           "train accuracy 90.0 vs GAT 30.0; paired difference +60.0, n=1 points." in depth
+    assert "- Fig. 6 Cora, GAT-Lip vs GAT: **too few seeds**" in depth
+    assert "- Fig. 6 Cora, GT-Lip vs GT: **too few seeds**" in depth
     assert "- ogbn-proteins: needs the OGB download." in depth and "- PubMed: not run in this budget." in depth
     trees = blocks["claim-trees"]
     assert "| GAT-Lip | 95.0 [1 seed] |" in trees and "| GIN | not run |" in trees
     assert "Tree depths not run in this budget: 2, 3, 5, 6, 7, 8, 9, 10" in trees
-    assert "**Verdict: holds** — GAT-Lip leads at d=4." in trees
+    assert "- d=4, GAT-Lip vs GAT-Pn: **too few seeds** — best train accuracy GAT-Lip 95.0 vs GAT-Pn 70.0" in trees
     fig4 = blocks["claim-fig4"]
     assert "| 10 | 20.0 [1 seed] | 70.0 [1 seed] |" in fig4
-    assert "- PubMed 100%, GAT-Lip vs GAT: **holds**" in fig4
-    assert "- PubMed 100%, GAT-Lip improves with depth: **holds**" in fig4
+    assert "- PubMed 100%, GAT-Lip vs GAT: **too few seeds**" in fig4
+    assert "- PubMed 100%, GAT-Lip improves with depth: **too few seeds** — 60.0 at 2 layers vs 70.0 at 10 layers" \
+        in fig4
 
 
 def test_lip_beating_plain_without_training_properly_holds_only_in_part(tmp_path: Path) -> None:
     """Fig. 3: GAT-Lip above GAT but below 90% train accuracy; Fig. 6: GAT-Lip above GAT at 30 layers
     but more than 5 points under its own best depth -> "holds in part", with the bar named."""
     results = tmp_path / "results"
-    for norm, curve in (("none", [0.1, 0.2, 0.2]), ("lip", [0.2, 0.3, 0.3])):
-        hist = {"epoch": [1, 2, 3], "train": curve, "val": [0.1, 0.2, 0.3], "test": [0.1, 0.2, 0.3]}
-        write_record(results, make_record("fig3", norm=norm, depth=30, history=hist, train=curve[-1]))
-    for depth, (gat, lip) in ((2, (0.80, 0.82)), (30, (0.20, 0.60))):
-        for norm, t in (("none", gat), ("lip", lip)):
-            write_record(results, make_record("fig6", norm=norm, depth=depth, val=t, test=t))
+    for seed in range(3):   # three seeds with the same numbers: the paired differences have no spread
+        for norm, curve in (("none", [0.1, 0.2, 0.2]), ("lip", [0.2, 0.3, 0.3])):
+            hist = {"epoch": [1, 2, 3], "train": curve, "val": [0.1, 0.2, 0.3], "test": [0.1, 0.2, 0.3]}
+            write_record(results, make_record("fig3", norm=norm, depth=30, history=hist, train=curve[-1], seed=seed))
+        for depth, (gat, lip) in ((2, (0.80, 0.82)), (30, (0.20, 0.60))):
+            for norm, t in (("none", gat), ("lip", lip)):
+                write_record(results, make_record("fig6", norm=norm, depth=depth, val=t, test=t, seed=seed))
     depth_block = render_blocks(results)["claim-depth"]
-    assert ("- Fig. 3 Cora, GAT-Lip vs GAT: **holds in part** — at 30 layers (deepest run for both) GAT-Lip "
-            "best train accuracy 30.0 vs GAT 20.0, but GAT-Lip stays below 90.0% (our reading of 'trains "
-            "properly').") in depth_block
-    assert "- Fig. 6 Cora, GAT-Lip vs GAT: **holds in part**" in depth_block
+    frame = pd.concat([load_records(results, "fig6"), load_records(results, "fig3")], ignore_index=True)
+    verdicts = {c.quote.rsplit(" — ", 1)[1]: c.verdict for c in fig6.claims(frame)}
+    assert verdicts["Fig. 3 Cora, GAT-Lip vs GAT"] == HOLDS_IN_PART
+    assert verdicts["Fig. 6 Cora, GAT-Lip vs GAT"] == HOLDS_IN_PART
+    assert verdicts["Fig. 6 Cora, GT-Lip vs GT"] == NOT_RUN  # no GT records
     assert "stays below 77.0 (5.0 points under its best depth, 2 layers: 82.0;" in depth_block
 
 
@@ -346,11 +362,11 @@ def test_a_point_whose_sweep_has_not_finished_is_marked_and_its_verdict_says_so(
     block = render_blocks(results)["claim-depth"]
     assert "| 30 | 30.0 [1 seed] | not run | not run | 60.0 [1 seed] |" in block                  # Cora
     assert "| 30 | 30.0 [1 seed] | not run | not run | 60.0 [1 seed] [partial: 1/2 runs] |" in block
-    assert ("- Fig. 6 PubMed, GAT-Lip vs GAT: **holds** — at 30 layers (deepest run for both) GAT-Lip test acc "
-            "60.0 vs GAT 30.0 (partial grid at 30 layers: GAT-Lip 1/2 runs; may change when the sweep "
-            "finishes).") in block
-    assert "- Fig. 6 Cora, GAT-Lip vs GAT: **holds** — at 30 layers (deepest run for both) GAT-Lip test acc " \
-           "60.0 vs GAT 30.0." in block
+    assert ("- Fig. 6 PubMed, GAT-Lip vs GAT: **under budget** — at 30 layers (deepest run for both) GAT-Lip test acc "
+            "60.0 vs GAT 30.0; paired difference +30.0, n=1 points (partial grid at 30 layers: GAT-Lip 1/2 runs; "
+            "may change when the sweep finishes).") in block
+    assert "- Fig. 6 Cora, GAT-Lip vs GAT: **too few seeds** — at 30 layers (deepest run for both) GAT-Lip test acc " \
+           "60.0 vs GAT 30.0; paired difference +30.0, n=1 points." in block
 
 
 def test_a_verdict_whose_bar_comes_from_a_partial_point_says_so(tmp_path: Path) -> None:
@@ -367,12 +383,12 @@ def test_a_verdict_whose_bar_comes_from_a_partial_point_says_so(tmp_path: Path) 
                     write_record(results, make_record("fig6", model=model, norm=norm, depth=2, lr=lr, val=t,
                                                       test=t))
     block = render_blocks(results)["claim-depth"]
-    assert ("- Fig. 6 Cora, GT-Lip vs GT: **does not hold** — at 30 layers (deepest run for both) GT-Lip test acc "
-            "30.0 vs GT 50.0.\n") in block
-    assert ("- Fig. 6 Cora, GAT-Lip vs GAT: **holds in part** — at 30 layers (deepest run for both) GAT-Lip test "
-            "acc 60.0 vs GAT 20.0, but GAT-Lip stays below 77.0 (5.0 points under its best depth, 2 layers: 82.0; "
-            "our reading of 'near the state of the art') (partial grid at GAT-Lip's best depth, 2 layers: 1/2 "
-            "runs; may change when the sweep finishes).") in block
+    # One seed, and the best depth's point is partial: the verdict is "under budget", and says why.
+    assert ("- Fig. 6 Cora, GAT-Lip vs GAT: **under budget** — at 30 layers (deepest run for both) GAT-Lip test acc "
+            "60.0 vs GAT 20.0; paired difference +40.0, n=1 points (partial grid at GAT-Lip's best depth, 2 layers: "
+            "1/2 runs; may change when the sweep finishes).") in block
+    assert "- Fig. 6 Cora, GT-Lip vs GT: **under budget** — at 30 layers (deepest run for both) GT-Lip test acc " \
+           "30.0 vs GT 50.0; paired difference -20.0, n=1 points" in block
 
 
 def test_corrupt_json_does_not_crash_and_is_counted(tmp_path: Path) -> None:
@@ -389,7 +405,7 @@ def test_corrupt_json_does_not_crash_and_is_counted(tmp_path: Path) -> None:
     assert "`runs/table3/`: 1 file(s) skipped" in protocol and "`runs/fig2/`: 1 file(s) skipped" in protocol
     # 2 variants x (2 + 1 diverged + 2) runs of 36 s each: 0.10 h.
     assert ("| table3 | 10 | 8 | 2 | 0 | cpu | 200 (3) | 0-2 (2-3 per configuration) | best_val | 0.10 | "
-            "`aaaaaaaaaa` (10) |") in protocol
+            "`aaaaaaaaaa` (1 commit); 0 -dirty |") in protocol
     assert "| fig2 | 0 |" in protocol and "| oddball | 0 |" in protocol and "| fig4 | not run in this budget |" \
         in protocol
     assert "70.0" in block(text, "claim-residual")
@@ -455,10 +471,12 @@ def test_protocol_check_reports_last_and_best_epoch_beside_fig6(tmp_path: Path) 
     assert rows["GT"] == f"| GT | 2 | 31.0 ± 1.4 | 35.0 ± 0.0 | 30.0 ± 0.0 | 5 | 1.00e-07 | 2 | {NOT_RUN} |"
     assert rows["GT-Lip (authors' formula)"] == ("| GT-Lip (authors' formula) | 2 | 21.0 ± 1.4 | 20.0 ± 0.0 | "
                                                  f"50.0 ± 0.0 | 7 | 1.00e-04 | 2 | {NOT_RUN} |")
-    assert ("Cora, authors' protocol, GT-Lip (authors' formula) vs GT: **does not hold** — at 30 layers (deepest "
-            "run for both) GT-Lip (authors' formula) last-epoch test acc 21.0 vs GT 31.0.") in text
-    assert ("Cora, authors' protocol, GT-Lip vs GT: **holds** — at 30 layers (deepest run for both) GT-Lip "
-            "last-epoch test acc 62.0 vs GT 31.0.") in text
+    # Paired by seed (0 and 1): GT-Lip − GT = +30, +32: mean 31, 95% t-interval 31 ± 12.706 · 1.414 / √2.
+    assert ("Cora, authors' protocol, GT-Lip (authors' formula) vs GT: **too few seeds** — at 30 layers (deepest "
+            "run for both) GT-Lip (authors' formula) last-epoch test acc 21.0 vs GT 31.0; paired difference -10.0 "
+            "[-10.0, -10.0], n=2 points.") in text
+    assert ("Cora, authors' protocol, GT-Lip vs GT: **too few seeds** — at 30 layers (deepest run for both) GT-Lip "
+            "last-epoch test acc 62.0 vs GT 31.0; paired difference +31.0 [+18.3, +43.7], n=2 points.") in text
 
 
 def test_protocol_check_without_records_says_so(tmp_path: Path) -> None:

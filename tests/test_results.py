@@ -19,6 +19,7 @@ from lipgnn.errors import ConfigError
 from lipgnn.results import (
     COLUMNS,
     RECORD_COLUMNS,
+    grid,
     load_records,
     read_record,
     run_record_path,
@@ -26,14 +27,24 @@ from lipgnn.results import (
     write_failure_record,
     write_record,
 )
-from lipgnn.results import paper as paper_values
+from lipgnn.results.artifacts.lipschitznorm import fig5, table1, table2, table3
+from lipgnn.results.engine import make_figures, make_tables
+from lipgnn.results.paper_table import CSV_COLUMNS, build_cells, render_csv
+from lipgnn.results.protocol import with_selected_metrics
 from lipgnn.results.store import config_key
-from lipgnn.results.tables import CSV_COLUMNS, TABLES, build_cells, make_tables, render_csv
+
+TABLES = {"table1": table1.SPEC, "table2": table2.SPEC, "table3": table3.SPEC}
 
 ROOT = Path(__file__).resolve().parents[1]
-PAPER_MD = Path("/work/shared/papers/lipschitznorm.md")
 
 # ----------------------------------------------------------------------------------- synthetic records
+
+
+@pytest.fixture(autouse=True)
+def no_declared_grids(tmp_path_factory, monkeypatch) -> None:
+    """Without grid files every synthetic record is inside its experiment's grid and "partial" is judged
+    against the fullest cell (declared grids: tests/test_verdicts.py)."""
+    monkeypatch.setattr(grid, "CONF_DIR", tmp_path_factory.mktemp("conf"))
 
 _MODEL_DEFAULTS = {
     "gat": {"dropout": 0.6, "attn_dropout": 0.3}, "gt": {"dropout": 0.5, "attn_dropout": 0.3},
@@ -82,7 +93,7 @@ def make_config(model: str = "gat", norm: str = "none", dataset: str = "cora", d
 def make_record(experiment: str = "table1", *, best: tuple[float, float, float] = (0.9, 0.8, 0.8),
                 last: tuple[float, float, float] | None = None, status: str = "completed",
                 history: dict | None = None, run_id: str | None = None, **cfg_kw) -> dict:
-    """A run record per docs/CONTRACTS.md; ``best``/``last`` are (train, val, test) fractions."""
+    """A run record per docs/ARCHITECTURE.md; ``best``/``last`` are (train, val, test) fractions."""
     cfg = make_config(experiment=experiment, **cfg_kw)
     last = last if last is not None else best
     if run_id is None:
@@ -264,32 +275,41 @@ def test_variant_labels() -> None:
 
 
 def test_paper_values_as_printed() -> None:
-    assert paper_values.TABLE1["GAT-Lip"][("cora", 100)].text == "75.3 ± 0.9 (11)"
-    assert paper_values.TABLE1["GCN"][("citeseer", 100)].text == "31.3 ± 2.7 (2)"
-    assert paper_values.TABLE2["GCNII"][("ogbn-arxiv", 0)].text == "72.74 (-)*"
-    assert paper_values.TABLE2["GAT-Lip"][("ogbn-arxiv", 0)].text == "74.62 ± 1.1 (8)"
-    assert paper_values.TABLE3["GAT-Lip-res"][("cora", 15)].text == "80.2 ± 1.1"
-    assert paper_values.FIG5_TREE_DEPTH10 == {"GAT-Lip": 68.3, "GAT-Pn": 47.8}
+    assert table1.PAPER["GAT-Lip"][("cora", 100)].text == "75.3 ± 0.9 (11)"
+    assert table1.PAPER["GCN"][("citeseer", 100)].text == "31.3 ± 2.7 (2)"
+    assert table2.PAPER["GCNII"][("ogbn-arxiv", 0)].text == "72.74 (-)*"
+    assert table2.PAPER["GAT-Lip"][("ogbn-arxiv", 0)].text == "74.62 ± 1.1 (8)"
+    assert table3.PAPER["GAT-Lip-res"][("cora", 15)].text == "80.2 ± 1.1"
+    assert fig5.PAPER_TREE_DEPTH10 == {"GAT-Lip": 68.3, "GAT-Pn": 47.8}
 
 
-def _numbers(line: str) -> list[float]:
-    return [float(x) for x in re.findall(r"\d+(?:\.\d+)?", re.sub(r"<[^>]+>", "", line))]
+# The paper's rows as printed (LaTeX stripped), an independent copy of the facts the artifacts encode.
+PRINTED = {
+    "table1": {
+        "GCN": "82.5 ± 1.2 (2) 58.8 ± 3.5 (2) 69.5 ± 2.1 (2) 31.3 ± 2.7 (2) 77.9 ± 1.4 (2) 44.9 ± 4.4 (2)",
+        "GGNN": "81.8 ± 2.0 (2) 68.2 ± 2.5 (6) 68.5 ± 1.9 (3) 40.5 ± 1.4 (5) 78.4 ± 2.1 (4) 56.6 ± 1.9 (4)",
+        "GAT": "82.3 ± 2.3 (2) 65.3 ± 2.1 (4) 69.3 ± 1.6 (2) 42.8 ± 1.6 (4) 77.4 ± 0.5 (6) 63.1 ± 0.7 (4)",
+        "GAT-Pn": "78.8 ± 0.6 (4) 73.8 ± 1.2 (12) 67.2 ± 0.8 (4) 51.7 ± 1.1 (10) 77.6 ± 1.6 (8) 70.4 ± 1.1 (12)",
+        "GAT-Lip": "83.1 ± 0.5 (5) 75.3 ± 0.9 (11) 69.1 ± 1.5 (3) 50.9 ± 1.9 (9) 78.9 ± 1.3 (5) 73.3 ± 1.4 (15)",
+    },
+    "table2": {"GCNII": "72.74 (-)* 74.9 ± 0.4 (14) 73.9 ± 0.3 (16)",
+               "GAT-Lip": "74.62 ± 1.1 (8) 75.3 ± 0.9 (11) 73.3 ± 1.4 (15)"},
+    "table3": {"GAT": "38.2 ± 1.7 29.5 ± 3.6 68.9 ± 1.5 28.2 ± 3.1",
+               "GAT-res": "76.1 ± 1.2 63.5 ± 2.1 76.2 ± 1.1 63.8 ± 3.3",
+               "GAT-Lip": "79.4 ± 0.7 69.3 ± 4.1 76.4 ± 1.5 67.2 ± 2.1",
+               "GAT-Lip-res": "80.2 ± 1.1 69.4 ± 2.8 77.3 ± 1.0 68.7 ± 1.8"},
+}
 
 
-@pytest.mark.skipif(not PAPER_MD.exists(), reason="paper text not available")
-def test_paper_values_match_the_paper_file() -> None:
-    lines = PAPER_MD.read_text().splitlines()
-
-    def row_line(name: str, after: str) -> str:
-        start = next(i for i, s in enumerate(lines) if s.startswith(after))
-        return next(s for s in lines[start:] if re.sub(r"<[^>]+>", "", s).split("\t")[0].strip() == name)
-
-    for table, caption in ((paper_values.TABLE1, "Table 1."), (paper_values.TABLE2, "Table 2."),
-                           (paper_values.TABLE3, "*Table 3.*")):
-        for row, cells in table.items():
-            expected = _numbers(row_line(row, caption).split("\t", 1)[1])
-            ours = [x for v in cells.values() for x in (v.mean, v.std, v.depth) if x is not None]
-            assert ours == expected, row
+def test_paper_values_match_the_printed_rows() -> None:
+    for name, rows in PRINTED.items():
+        spec = TABLES[name]
+        assert tuple(rows) == spec.rows
+        for row, printed in rows.items():
+            expected = [float(x) for x in re.findall(r"\d+(?:\.\d+)?", printed)]
+            ours = [x for c in spec.columns for v in [spec.paper[row][c]] for x in (v.mean, v.std, v.depth)
+                    if x is not None]
+            assert ours == expected, (name, row)
 
 
 # ---------------------------------------------------------------------------------------------- tables
@@ -314,7 +334,8 @@ def test_table_cell_selects_by_validation_and_reports_test(tmp_path: Path) -> No
     # Hand computation: mean(70, 72, 74) = 72.0; sample std (ddof=1) = sqrt(((-2)^2 + 0 + 2^2) / 2) = 2.0.
     assert cell.ours_mean == pytest.approx(72.0) and cell.ours_std == pytest.approx(2.0)
     assert (cell.ours_depth, cell.n_runs, cell.n_diverged) == (4, 3, 0)
-    assert cell.ours_text(True) == "72.0 ± 2.0 (4)"
+    # 95% t-interval: 72 ± t(0.975, 2) · 2 / √3 = 72 ± 4.303 · 1.155 = 72 ± 5.0.
+    assert cell.ours_text(True) == "72.0 ± 2.0 (4) n=3 [67.0, 77.0]"
     assert cell.paper_text() == "75.3 ± 0.9 (11)"
     # The best-TEST configuration (depth 11, 91.0) must not have been chosen.
     assert cell.ours_mean != pytest.approx(91.0)
@@ -357,7 +378,7 @@ def test_diverged_runs_are_counted_not_averaged(tmp_path: Path) -> None:
     cell = _cell(cells, "GAT", "PubMed 30 layers")
     assert cell.ours_mean == pytest.approx(32.0) and cell.ours_std == pytest.approx(100 * math.sqrt(0.0008))
     assert (cell.n_runs, cell.n_diverged) == (4, 2)
-    assert cell.ours_text(False) == "32.0 ± 2.8 [2/4 div.]"
+    assert cell.ours_text(False) == "32.0 ± 2.8 n=2 [6.6, 57.4] [2/4 div.]"  # 32 ± 12.706 · 2.828 / √2
     assert "1 failed runs ignored" in cell.note
     dead = _cell(cells, "GAT-res", "PubMed 30 layers")
     # Two runs where GAT's cell has four non-failed ones (the failed run does not count): partial.
@@ -376,9 +397,9 @@ def test_a_cell_whose_sweep_has_not_finished_is_marked_partial(tmp_path: Path) -
                 write_record(tmp_path, make_record(norm="lip", lr=lr, seed=seed, best=(0.9, 0.8, 0.80), **common))
     cells = build_cells(load_records(tmp_path, "table3"), TABLES["table3"])
     full, part = _cell(cells, "GAT", "Cora 15 layers"), _cell(cells, "GAT-Lip", "Cora 15 layers")
-    assert full.ours_text(False) == "70.0 ± 0.0" and not full.partial
+    assert full.ours_text(False) == "70.0 ± 0.0 n=2 [70.0, 70.0]" and not full.partial
     assert (part.grid_runs, part.full_grid_runs) == (3, 4)
-    assert part.ours_text(False) == "80.0 ± 0.0 [partial: 3/4 runs]"
+    assert part.ours_text(False) == "80.0 ± 0.0 n=2 [80.0, 80.0] [partial: 3/4 runs]"
     assert "partial grid: 3 of the 4 runs" in part.note
     assert _cell(cells, "GAT-res", "Cora 15 layers").ours_text(False) == "not run"
     frame = pd.read_csv(pd.io.common.StringIO(render_csv(cells)))
@@ -401,7 +422,7 @@ def test_each_cell_holds_only_its_own_dataset_and_column(tmp_path: Path) -> None
 
 
 def test_partial_points_get_hollow_markers_in_figures(tmp_path: Path) -> None:
-    from lipgnn.results.figures import fig6
+    from lipgnn.results.artifacts.lipschitznorm.fig6 import figure as fig6
 
     common = {"model": "gat", "dataset": "cora", "experiment": "fig6", "missing_rate": None}
     for depth in (2, 10):
@@ -498,7 +519,6 @@ def _outputs(folder: Path) -> dict[str, bytes]:
 
 
 def test_make_tables_and_figures_write_every_file_deterministically(tmp_path: Path, capsys) -> None:
-    from lipgnn.results.figures import make_figures
 
     results = tmp_path / "results"
     _tiny_result_set(results)
@@ -535,7 +555,6 @@ def test_make_tables_and_figures_write_every_file_deterministically(tmp_path: Pa
 
 @pytest.mark.slow
 def test_every_figure_is_byte_identical_when_rerun(tmp_path: Path) -> None:
-    from lipgnn.results.figures import make_figures
 
     _tiny_result_set(tmp_path / "results")
     make_figures(tmp_path / "results", tmp_path / "a")
@@ -545,7 +564,6 @@ def test_every_figure_is_byte_identical_when_rerun(tmp_path: Path) -> None:
 
 
 def test_figures_from_no_records_still_render(tmp_path: Path) -> None:
-    from lipgnn.results.figures import make_figures
 
     paths = make_figures(tmp_path)
     assert sorted(p.name for p in paths) == [f"fig{i}.{e}" for i in range(2, 7) for e in ("pdf", "png")]
@@ -553,8 +571,7 @@ def test_figures_from_no_records_still_render(tmp_path: Path) -> None:
 
 
 def test_fig4_points_follow_the_table_protocol(tmp_path: Path) -> None:
-    from lipgnn.results.figures import _by_depth
-    from lipgnn.results.tables import with_selected_metrics
+    from lipgnn.results.plotting import by_depth as _by_depth
 
     common = {"model": "gat", "norm": "lip", "dataset": "pubmed", "missing_rate": 100}
     for seed, test in enumerate([0.60, 0.64]):
@@ -567,3 +584,37 @@ def test_fig4_points_follow_the_table_protocol(tmp_path: Path) -> None:
     assert points.stds == pytest.approx([100 * math.sqrt(0.0008)])
     assert points.all_div == [10.0] and points.seeds == [2]
     assert points.point_runs == [4]     # both configurations' two seeds were compared at depth 5
+
+
+def test_a_custom_variant_never_takes_the_papers_row_label(tmp_path: Path) -> None:
+    record = make_record("table3", model="gat", norm="lip", residual=True, depth=15)
+    record["config"]["norm"]["alpha"] = 2.0
+    record["run_id"] = f"{config_key(record['config'])}-s0"
+    write_record(tmp_path, record)
+    write_record(tmp_path, make_record("table3", model="gat", norm="lip", residual=True, depth=15))
+    assert sorted(load_records(tmp_path, "table3")["variant"]) == ["GAT-Lip-res", "GAT-Lip-res [norm.alpha=2.0]"]
+    cell = _cell(build_cells(load_records(tmp_path, "table3"), TABLES["table3"]), "GAT-Lip-res", "Cora 15 layers")
+    assert cell.n_runs == 1     # the custom run is not in the paper's row
+
+
+def test_latex_captions_leave_the_table_number_to_latex(tmp_path: Path) -> None:
+    make_tables(tmp_path)
+    for name in ("table1", "table2", "table3"):
+        caption = next(line for line in (tmp_path / "tables" / f"{name}.tex").read_text().splitlines()
+                       if line.startswith(r"\caption{"))
+        assert not caption.startswith(r"\caption{Table"), caption
+
+
+def test_titles_say_mean_and_std_only_when_a_point_has_several_seeds(tmp_path: Path) -> None:
+    from lipgnn.results.artifacts.lipschitznorm.fig4 import figure as fig4
+
+    for norm in ("none", "lip"):
+        write_record(tmp_path, make_record("fig4", model="gat", norm=norm, dataset="pubmed", missing_rate=100,
+                                           depth=2))
+    title = fig4(load_records(tmp_path, "fig4")).axes[0].get_title()
+    assert "one seed per point" in title and "mean ± std" not in title
+    labels = fig4(load_records(tmp_path, "fig4")).axes[0].get_legend_handles_labels()[1]
+    assert "paper Table 1, GAT-Lip: 73.3 (15 layers)" in labels      # the paper's reference is drawn
+    write_record(tmp_path, make_record("fig4", model="gat", norm="lip", dataset="pubmed", missing_rate=100,
+                                       depth=2, seed=1))
+    assert "mean ± std over seeds" in fig4(load_records(tmp_path, "fig4")).axes[0].get_title()

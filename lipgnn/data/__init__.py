@@ -1,7 +1,7 @@
 """Dataset layer: ``load(dataset_cfg, seed) -> TaskData`` dispatching on ``dataset_cfg.kind``.
 
 kinds: ``planetoid`` (Cora/CiteSeer/PubMed, optional missing-vector setting), ``trees`` (Tree-NeighborsMatch),
-``ogb`` (ogbn-arxiv, ogbn-proteins). See docs/CONTRACTS.md for the batch conventions.
+``ogb`` (ogbn-arxiv, ogbn-proteins). See docs/ARCHITECTURE.md for the batch conventions.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What a dataset hands to the rest of lipgnn: the model-facing :class:`DataSpec` and the :class:`TaskData`
-bundle of batch iterators (see docs/CONTRACTS.md)."""
+bundle of batch iterators (see docs/ARCHITECTURE.md)."""
 
 from __future__ import annotations
 

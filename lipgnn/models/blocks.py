@@ -1,7 +1,7 @@
 r"""The pieces a :class:`~lipgnn.models.deep.DeepGNN` is assembled from.
 
 Block order (the authors' ``models/deepgat.py`` / ``models/deepgt.py`` in gdasoulas/LipschitzNorm,
-summarised in REFERENCE.md), for layer :math:`l = 0, \dots, L-1`:
+summarised in docs/reference.md), for layer :math:`l = 0, \dots, L-1`:
 
 .. math::
     h &= \mathrm{Dropout}_p(x_l) \\

@@ -1,7 +1,8 @@
-"""Run records (store), the paper's reported numbers (paper), and the table/figure builders.
+"""Run records (store, records), the selection protocol, and the artifact registry with its engine.
 
-``tables`` and ``figures`` are not imported here (matplotlib is slow to import), so importing this
-package (done by the trainer for ``write_record``) stays cheap.
+The engine (``engine``, ``report``), the artifacts (``artifacts/<paper>/<name>.py``) and the plotting helpers
+are not imported here (matplotlib is slow to import), so importing this package (done by the trainer for
+``write_record``) stays cheap.
 """
 
 from lipgnn.results.store import (

@@ -1,0 +1,257 @@
+"""The declared grid of an experiment: the runs its sweep files ask for, read without composing every job.
+
+An experiment's sweep at a budget is ``conf/grid/<experiment>_<budget>.yaml`` (what ``train.py -m
+experiment=<experiment> budget=<budget>`` launches) plus any ``conf/grid/<experiment>_<budget>_<suffix>.yaml``
+(an extra sweep, launched with ``grid=<experiment>_<budget>_<suffix>``, e.g. more seeds at one depth or a
+longer epoch budget). Each file's ``hydra.sweeper.params`` is expanded with Hydra's override parser into
+points; a point is a dict of record-config keys (``model.name``, ``norm.name``, ``model.residual``,
+``dataset.name``, ``depth``, ``train.lr``, ``seed`` ...) to the values that run must have. Group choices
+(``variant=gat_lip``, ``dropout=none``, ``dataset=cora``) are read from their YAML file: the keys they set
+and the names of the groups they override. A key the sweep does not set is not checked.
+
+Composing each job with Hydra costs 0.1-0.3 s, too slow for ``make tables``; reading the sweep files costs
+milliseconds. ``lipgnn sweep-status`` composes the jobs and stays the reference for run ids.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import OmegaConf
+
+from lipgnn.results.records import IGNORED_CONFIG_KEYS
+
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+# Groups whose YAML is placed under its own name (the others in conf/ are ``@package _global_``).
+_PACKAGED_GROUPS = ("model", "norm", "dataset", "train", "logger", "budget")
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One sweep file: its points and the epoch budget it declares."""
+
+    name: str
+    epochs: float
+    points: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class DeclaredGrid:
+    """Every sweep declared for one experiment at one budget."""
+
+    experiment: str
+    budget: str
+    sweeps: tuple[Sweep, ...]
+
+    @property
+    def points(self) -> list[dict[str, Any]]:
+        return [p for s in self.sweeps for p in s.points]
+
+
+def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(node, Mapping):
+        return {prefix.rstrip("."): node}
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        out.update(_flatten(value, f"{prefix}{key}."))
+    return out
+
+
+@cache
+def _group_choice(conf_dir: Path, group: str, choice: str) -> dict[str, Any]:
+    """The record-config keys a group choice sets (its own keys, and ``<group>.name`` of groups it overrides)."""
+    path = conf_dir / group / f"{choice}.yaml"
+    if not path.exists():
+        return {}
+    cfg = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    out: dict[str, Any] = {}
+    for entry in cfg.pop("defaults", None) or []:
+        if isinstance(entry, Mapping):
+            for key, value in entry.items():
+                name = str(key).replace("override", "").strip().lstrip("/")
+                if name in _PACKAGED_GROUPS and value is not None:
+                    out.update({k: v for k, v in _group_choice(conf_dir, name, str(value)).items()
+                                if k == f"{name}.name"})
+    if group in _PACKAGED_GROUPS and "@package _global_" not in path.read_text(encoding="utf-8"):
+        # A packaged group's other keys (e.g. dataset.missing_rate) are defaults an experiment may override.
+        return {f"{group}.name": cfg["name"]} if "name" in cfg else {}
+    flat = _flatten(cfg)
+    out.update({k: v for k, v in flat.items() if k not in IGNORED_CONFIG_KEYS and not k.startswith("hydra")})
+    return out
+
+
+def _values(key: str, text: str) -> list[str]:
+    (override,) = OverridesParser.create().parse_overrides([f"{key}={text}"])
+    if override.is_sweep_override():
+        return list(override.sweep_string_iterator())
+    return [override.get_value_element_as_str()]
+
+
+def _expand(conf_dir: Path, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    axes = []
+    for key, text in params.items():
+        key = str(key).lstrip("+~")
+        options = []
+        for value in _values(key, str(text)):
+            if (conf_dir / key).is_dir():       # a config group: the keys its choice sets
+                options.append(_group_choice(conf_dir, key, value))
+            else:
+                options.append({key: _parse_scalar(value)})
+        axes.append(options)
+    return [{k: v for part in combo for k, v in part.items()} for combo in itertools.product(*axes)]
+
+
+def _parse_scalar(text: str) -> Any:
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return int(number) if number.is_integer() and "." not in text else number
+
+
+def _default_epochs(conf_dir: Path, experiment: str) -> Any:
+    """``train.epochs`` of the experiment file, else of the train group's default."""
+    for path in (conf_dir / "experiment" / f"{experiment}.yaml", conf_dir / "train" / "default.yaml"):
+        if path.exists():
+            cfg = OmegaConf.load(path)
+            epochs = OmegaConf.select(cfg, "train.epochs" if path.parent.name == "experiment" else "epochs",
+                                      default=None)
+            if epochs is not None:
+                return epochs
+    return None
+
+
+def declared_grid(experiment: str, budget: str, conf_dir: Path | None = None) -> DeclaredGrid | None:
+    """The declared sweeps of ``experiment`` at ``budget`` (under ``conf_dir``, default ``CONF_DIR``), or None
+    when it declares none."""
+    return _declared_grid(experiment, budget, Path(conf_dir) if conf_dir is not None else CONF_DIR)
+
+
+@cache
+def _declared_grid(experiment: str, budget: str, conf_dir: Path) -> DeclaredGrid | None:
+    folder = conf_dir / "grid"
+    files = sorted(p for p in folder.glob(f"{experiment}_{budget}*.yaml")
+                   if p.stem == f"{experiment}_{budget}" or p.stem.startswith(f"{experiment}_{budget}_"))
+    sweeps = []
+    for path in files:
+        cfg = OmegaConf.load(path)
+        params = OmegaConf.select(cfg, "hydra.sweeper.params", default=None)
+        if not params:
+            continue
+        epochs = OmegaConf.select(cfg, "train.epochs", default=None)
+        if epochs is None:
+            epochs = _default_epochs(conf_dir, experiment)
+        sweeps.append(Sweep(path.stem, float(epochs) if epochs is not None else math.nan,
+                            tuple(_expand(conf_dir, OmegaConf.to_container(params)))))
+    return DeclaredGrid(experiment, budget, tuple(sweeps)) if sweeps else None
+
+
+# ----------------------------------------------------------------------------------------- matching
+
+
+def _same(value: Any, expected: Any) -> bool:
+    if isinstance(expected, bool) or isinstance(value, bool):
+        return bool(value) == bool(expected)
+    if isinstance(expected, (int, float)):
+        try:
+            return math.isclose(float(value), float(expected), rel_tol=1e-9, abs_tol=1e-12)
+        except (TypeError, ValueError):
+            return False
+    return str(value) == str(expected)
+
+
+def _get(cfg: Mapping[str, Any], dotted: str) -> Any:
+    # Records' configs are plain dicts read from JSON (see records._get).
+    node: Any = cfg
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def matches(cfg: Mapping[str, Any], point: Mapping[str, Any]) -> bool:
+    """Does a record's config have every value a declared point asks for? (A key the run lacks counts as
+    its default: False for booleans, else a mismatch.)"""
+    for key, expected in point.items():
+        value = _get(cfg, key)
+        if value is None and isinstance(expected, bool):
+            value = False
+        if not _same(value, expected):
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class GridCheck:
+    """Per record: inside a declared point or not, and the smallest epoch budget of the sweeps it belongs to."""
+
+    in_grid: pd.Series        # bool, indexed like the frame
+    declared_epochs: pd.Series  # float, NaN outside the grid
+    grids: dict[str, DeclaredGrid | None]
+
+
+def check_grid(df: pd.DataFrame, conf_dir: Path | None = None) -> GridCheck:
+    """Place every record of ``df`` in its experiment's declared grid (at the record's budget).
+
+    An experiment without any grid file for a budget declares nothing: its records all count as inside.
+    """
+    in_grid, epochs, grids = [], [], {}
+    for cfg, experiment, budget in zip(df["config"], df["experiment"], df["budget"], strict=True):
+        key = f"{experiment}_{budget}"
+        if key not in grids:
+            grids[key] = declared_grid(str(experiment), str(budget), conf_dir)
+        grid = grids[key]
+        if grid is None:
+            in_grid.append(True)
+            epochs.append(math.nan)
+            continue
+        budgets = [s.epochs for s in grid.sweeps if any(matches(cfg, p) for p in s.points)]
+        in_grid.append(bool(budgets))
+        epochs.append(min(budgets) if budgets else math.nan)
+    return GridCheck(pd.Series(in_grid, index=df.index, dtype=bool),
+                     pd.Series(epochs, index=df.index, dtype=float), grids)
+
+
+def point_keys(point: Mapping[str, Any]) -> dict[str, Any]:
+    """The table/figure coordinates a declared point fixes (absent ones are not fixed by the sweep)."""
+    from lipgnn.results.records import variant_label
+
+    out: dict[str, Any] = {}
+    if "model.name" in point:
+        out["variant"] = variant_label(point["model.name"], point.get("norm.name", "none"),
+                                       point.get("model.residual", False))
+    for key, column in (("dataset.name", "dataset"), ("dataset.missing_rate", "missing_rate"), ("depth", "depth"),
+                        ("dataset.tree_depth", "tree_depth")):
+        if key in point:
+            out[column] = point[key]
+    return out
+
+
+def expected_runs(df: pd.DataFrame, experiment: str, **cell: Any) -> int | None:
+    """Runs the declared grid(s) of ``experiment`` (at the budgets of its records in ``df``) put in ``cell``
+    (e.g. ``variant="GAT-Lip", dataset="cora", depth=30``); None when no grid is declared."""
+    mine = df[df["experiment"] == experiment] if not df.empty else df
+    grids = [declared_grid(experiment, str(b)) for b in sorted(set(mine["budget"].dropna().astype(str)))]
+    grids = [g for g in grids if g is not None]
+    if not grids:
+        return None
+    cell = {k: (str(v).lower() if k == "dataset" else v) for k, v in cell.items()}
+    count = 0
+    for grid in grids:
+        for point in grid.points:
+            keys = point_keys(point)
+            if all(k not in keys or _same(keys[k], v) for k, v in cell.items()):
+                count += 1
+    return count

@@ -1,0 +1,221 @@
+"""Typed loading of run records: one row per record, one dtype pass.
+
+``flatten_record`` reads the values a table needs out of a record (most live in its ``config``);
+``records_frame`` turns those rows into a DataFrame whose numeric columns are float64 (missing = NaN), so no
+builder needs to coerce a column again. ``load_records`` (in ``store``) is the public entry point.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from omegaconf import OmegaConf
+
+# The flat columns of ``load_records``, in the order given by docs/ARCHITECTURE.md ...
+RECORD_COLUMNS: tuple[str, ...] = (
+    "run_id", "experiment", "status", "model", "norm", "dataset", "depth", "seed", "residual",
+    "missing_rate", "tree_depth", "lr", "hidden", "heads", "dropout", "budget", "metric",
+    "best_epoch", "best_train", "best_val", "best_test", "last_train", "last_val", "last_test",
+    "epochs_run", "wall_time_s", "path", "history",
+)
+# ... followed by these extras, which the artifacts need: the model-selection rule, the configured epoch
+# budget, the paper's variant name, a hash of the configuration without its seed (runs sharing it are the
+# seeds of one grid point), the failure message, the full config, the best train accuracy over epochs, the
+# free-form payload of diagnostic records and the commit that wrote the record.
+EXTRA_COLUMNS: tuple[str, ...] = ("selection", "epochs", "variant", "config_key", "error", "config", "max_train",
+                                  "diagnostics", "git_commit")
+COLUMNS: tuple[str, ...] = RECORD_COLUMNS + EXTRA_COLUMNS
+
+# One dtype per numeric column: integers too are float64, so a missing value is NaN (never None/pd.NA)
+# and every comparison or mean works without a per-use coercion.
+NUMERIC_COLUMNS: tuple[str, ...] = (
+    "depth", "seed", "missing_rate", "tree_depth", "lr", "hidden", "heads", "dropout", "best_epoch",
+    "best_train", "best_val", "best_test", "last_train", "last_val", "last_test", "epochs_run", "wall_time_s",
+    "epochs", "max_train",
+)
+
+# Config entries that do not change what is computed (paths, devices, logging, bookkeeping): they are
+# dropped before hashing so that e.g. two machines with different data roots share a grid point.
+IGNORED_CONFIG_KEYS: tuple[str, ...] = (
+    "seed", "device", "results_dir", "overwrite", "experiment_name", "log.progress", "logger", "hydra",
+    "dataset.root", "dataset.cache_dir", "dataset.download", "model.impl", "train.checkpoint_every",
+    "train.checkpoint_activations", "train.num_threads",
+)
+
+_MODEL_NAMES = {"gat": "GAT", "gt": "GT", "gcn": "GCN", "gin": "GIN", "ggnn": "GGNN", "gcnii": "GCNII"}
+_NORM_SUFFIX = {"none": "", "": "", "pairnorm": "-Pn", "layernorm": "-Ln", "lip": "-Lip"}
+# GCNII always has its initial residual; its `residual` key is unused (conf/model/gcnii.yaml).
+_NO_RESIDUAL_SUFFIX = {"gcnii"}
+
+
+def variant_label(model: str, norm: str | None, residual: bool = False) -> str:
+    """The paper's name of a model variant: ``GAT``, ``GAT-Pn``, ``GAT-Ln``, ``GAT-Lip``, ``GAT-res``,
+    ``GAT-Lip-res``, ``GT-Lip``, ``GCN``, ``GCN-Pn``, ``GGNN``, ``GCNII`` ..."""
+    key = str(model).lower()
+    name = _MODEL_NAMES.get(key, str(model).upper())
+    norm_key = "none" if norm is None else str(norm).lower()
+    name += _NORM_SUFFIX.get(norm_key, f"-{norm}")
+    if _truthy(residual) and key not in _NO_RESIDUAL_SUFFIX:
+        name += "-res"
+    return name
+
+
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+
+
+@cache
+def _norm_defaults(name: str) -> dict[str, Any]:
+    """The keys of ``conf/norm/<name>.yaml`` (the paper's setting of that normalisation)."""
+    path = CONF_DIR / "norm" / f"{name}.yaml"
+    if not path.exists():
+        return {}
+    return {k: v for k, v in OmegaConf.to_container(OmegaConf.load(path)).items() if k != "name"}
+
+
+def label_extras(cfg: Mapping[str, Any]) -> str:
+    """`` [norm.alpha=2]``: the normalisation keys of a run that differ from the paper's row (its
+    ``conf/norm`` defaults), so a custom variant never takes the paper's row label."""
+    norm = cfg.get("norm") if isinstance(cfg, Mapping) else None
+    if not isinstance(norm, Mapping):
+        return ""
+    defaults = _norm_defaults(str(norm.get("name", "none")))
+    differ = [f"norm.{k}={norm[k]}" for k in sorted(defaults) if k in norm and norm[k] != defaults[k]]
+    return f" [{', '.join(differ)}]" if differ else ""
+
+
+def config_key(cfg: Mapping[str, Any]) -> str:
+    """A short hash of the config without the seed and other non-semantic keys (see IGNORED_CONFIG_KEYS).
+
+    The one place that defines which runs are seeds of one grid point; ``store.config_key`` is this function.
+    """
+    pruned = _prune(cfg, IGNORED_CONFIG_KEYS)
+    try:  # configs read back from JSON are already plain
+        text = json.dumps(pruned, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError):
+        text = json.dumps(jsonable(pruned), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
+
+
+def flatten_record(record: Mapping[str, Any], path: str | Path | None = None) -> dict:
+    """The ``load_records`` row of one record (values taken from ``record["config"]`` where they live)."""
+    cfg = record.get("config") or {}
+    best = record.get("best") or {}
+    last = record.get("last") or {}
+    model = _get(cfg, "model.name")
+    norm = _get(cfg, "norm.name", "none")
+    residual = _truthy(_get(cfg, "model.residual", False))
+    history = record.get("history") or {}
+    return {
+        "run_id": str(record["run_id"]),
+        "experiment": record.get("experiment", Path(path).parent.name if path is not None else None),
+        "status": record.get("status"),
+        "model": model,
+        "norm": norm,
+        "dataset": _get(cfg, "dataset.name"),
+        "depth": _get(cfg, "depth"),
+        "seed": _get(cfg, "seed", record.get("seed")),
+        "residual": residual,
+        "missing_rate": _get(cfg, "dataset.missing_rate", 0),
+        "tree_depth": _get(cfg, "dataset.tree_depth"),
+        "lr": _get(cfg, "train.lr"),
+        "hidden": _get(cfg, "model.hidden"),
+        "heads": _get(cfg, "model.heads"),
+        "dropout": _get(cfg, "model.dropout"),
+        "budget": _get(cfg, "budget.name"),
+        "metric": record.get("metric"),
+        "best_epoch": best.get("epoch"),
+        "best_train": best.get("train"),
+        "best_val": best.get("val"),
+        "best_test": best.get("test"),
+        "last_train": last.get("train"),
+        "last_val": last.get("val"),
+        "last_test": last.get("test"),
+        "epochs_run": record.get("epochs_run"),
+        "wall_time_s": record.get("wall_time_s"),
+        "path": str(path) if path is not None else None,
+        "history": history,
+        # Best train accuracy over all epochs: the TREES protocol (Alon & Yahav report best train accuracy).
+        "max_train": _max_finite(history.get("train")),
+        # train.selection is validated to best_val | last when the run is configured.
+        "selection": "last" if str(_get(cfg, "train.selection", "best_val")).lower() == "last" else "best_val",
+        "epochs": _get(cfg, "train.epochs"),
+        "variant": variant_label(model, norm, residual) + label_extras(cfg) if model is not None else None,
+        "config_key": config_key(cfg),
+        "error": record.get("error"),
+        "config": cfg,
+        "diagnostics": record.get("diagnostics") or {},
+        "git_commit": record.get("git_commit"),
+    }
+
+
+def records_frame(rows: list[dict]) -> pd.DataFrame:
+    """The typed frame of flattened rows: columns ``COLUMNS``; ``NUMERIC_COLUMNS`` as float64 (NaN = missing)."""
+    frame = pd.DataFrame(rows, columns=list(COLUMNS))
+    for column in NUMERIC_COLUMNS:
+        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
+    frame["residual"] = frame["residual"].astype(bool)
+    return frame
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+
+
+def _get(cfg: Mapping[str, Any], dotted: str, default: Any = None) -> Any:
+    # Records' configs are plain dicts read from JSON, not OmegaConf objects, so OmegaConf.select does not
+    # apply (wrapping every record in an OmegaConf node would cost more than the whole table build).
+    node: Any = cfg
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return default
+        node = node[part]
+    return default if node is None and default is not None else node
+
+
+def _prune(cfg: Any, ignored: tuple[str, ...], prefix: str = "") -> Any:
+    if not isinstance(cfg, Mapping):
+        return cfg
+    out = {}
+    for key, value in cfg.items():
+        dotted = f"{prefix}{key}"
+        if dotted in ignored:
+            continue
+        out[key] = _prune(value, ignored, f"{dotted}.")
+    return out
+
+
+def jsonable(value: Any) -> Any:
+    """Plain JSON types: numpy/torch scalars via .item(), arrays via .tolist(), non-finite floats -> None."""
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if hasattr(value, "tolist"):  # numpy arrays/scalars and torch tensors
+        return jsonable(value.tolist())
+    if hasattr(value, "item"):
+        return jsonable(value.item())
+    raise TypeError(f"run record value {value!r} of type {type(value).__name__} is not JSON-serialisable")
+
+
+def _truthy(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value) if value is not None and not (isinstance(value, float) and math.isnan(value)) else False
+
+
+def _max_finite(values: Any) -> float:
+    finite = [float(v) for v in (values or []) if v is not None and math.isfinite(float(v))]
+    return max(finite) if finite else math.nan

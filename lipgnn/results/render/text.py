@@ -1,0 +1,64 @@
+"""Deterministic text for numbers and value sets (captions, cells), and GitHub-flavoured Markdown tables."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+
+def joined(values: pd.Series) -> str:
+    """Sorted distinct non-missing values, comma-separated (deterministic caption text)."""
+    seen = set()
+    for v in values:
+        if v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA:
+            continue
+        seen.add(v)
+    return ", ".join(fmt_value(v) for v in sorted(seen, key=_sort_key))
+
+
+def _sort_key(value: object) -> tuple:
+    return (0, float(value), "") if isinstance(value, (int, float, np.number)) else (1, 0.0, str(value))
+
+
+def fmt_value(value: object) -> str:
+    """``true``/``false``, integral floats without ``.0``, other floats in ``%g``, anything else ``str``."""
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value)).lower()
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        return str(int(value)) if value.is_integer() else f"{value:g}"
+    return str(value)
+
+
+def ranges(values: list[int]) -> str:
+    """[0, 1, 2, 4] -> '0-2, 4'."""
+    if not values:
+        return "-"
+    parts, start, prev = [], values[0], values[0]
+    for v in values[1:] + [None]:
+        if v is not None and v == prev + 1:
+            prev = v
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if v is not None:
+            start = prev = v
+    return ", ".join(parts)
+
+
+def pct(value: float) -> str:
+    """A fraction in percent with one decimal, ``-`` when not finite."""
+    return f"{100.0 * value:.1f}" if math.isfinite(value) else "-"
+
+
+def sci(value: float) -> str:
+    return f"{value:.2e}" if math.isfinite(value) else "-"
+
+
+def md_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """The lines of a Markdown table, first column left-aligned, the others centred."""
+    # Written by hand: pandas' to_markdown needs the optional `tabulate` package; the layout is a plain grid.
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join([":---"] + [":---:"] * (len(header) - 1)) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return lines

@@ -1,0 +1,285 @@
+"""Building blocks of the report's number blocks: run summaries, cell texts and verdict lines.
+
+Numbers come only from the records and, where the paper prints one, from the artifact's paper values. Every
+aggregate follows ``protocol`` (the configuration with the best mean validation metric; its mean ± sample
+std over non-diverged seeds; diverged runs counted, failed runs ignored), so a number in the report equals
+the one in the tables and figures. Accuracies are printed in percent with one decimal.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from lipgnn.results.labels import DATASET_ORDER, DIVERGED, NEEDS_OGB, NOT_RUN, NOT_RUN_BUDGET
+from lipgnn.results.paper_table import Cell, TableSpec
+from lipgnn.results.protocol import Selection, at, depths, is_partial, partial_text, select_best
+from lipgnn.results.render.text import fmt_value as _fmt_value
+from lipgnn.results.render.text import joined as _joined
+from lipgnn.results.render.text import md_table as _table
+from lipgnn.results.render.text import pct as _pct
+from lipgnn.results.render.text import ranges as _ranges
+from lipgnn.results.stats import greater, no_clear_lead, paired_difference, under_budget, with_budget
+from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS, HOLDS_IN_PART, TIE, VERDICTS
+from lipgnn.results.verdict import NOT_RUN as NOT_RUN_VERDICT
+
+HOLDS_WITHIN_STD = "holds within one std"
+
+LEGEND = ("Cells: test metric of the configuration with the best mean validation metric, mean ± sample std "
+          "(ddof=1) over its non-diverged seeds, in %; [1 seed]: a single usable seed (no std); [k/n div.]: "
+          "k of its n seeds diverged and are left out of the mean; diverged (k/n): every run diverged; "
+          "[partial: k/K runs]: the sweep has not finished this point (k runs where the fullest point has K), "
+          f"so fewer configurations or seeds were compared; {NOT_RUN}: no records.")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One verdict line of a block: what is judged (``label``), the outcome and the numbers behind it."""
+
+    label: str
+    verdict: str
+    reason: str
+    n_runs: int = 0
+
+    def line(self) -> str:
+        return verdict_line(self.label, self.verdict, self.reason)
+
+
+class Findings(list):
+    """The findings of one block, collected while its text is written (each call returns the verdict line)."""
+
+    def line(self, label: str, outcome: str, reason: str, n_runs: int = 0) -> str:
+        return self.add(Finding(label, outcome, reason, n_runs))
+
+    def add(self, finding: Finding) -> str:
+        self.append(finding)
+        return finding.line()
+
+
+def claim_verdict(outcome: str) -> str:
+    """The ``verdict`` constant of a displayed outcome: a cell state (not run, needs a download, diverged)
+    means the claim was not tested; "within one std" is a tie."""
+    if outcome in VERDICTS:
+        return outcome
+    if outcome == HOLDS_WITHIN_STD:
+        return TIE
+    return NOT_RUN_VERDICT if outcome.endswith(NOT_RUN) or outcome.endswith(NEEDS_OGB) else CANNOT_JUDGE
+
+
+def verdict_line(label: str, outcome: str, reason: str) -> str:
+    return f"- {label}: **{outcome}** — {reason}" if label else f"**Verdict: {outcome}** — {reason}"
+
+
+def floats(values: Iterable[Any] | None) -> np.ndarray:
+    out = []
+    for v in values or []:
+        try:
+            out.append(math.nan if v is None else float(v))
+        except (TypeError, ValueError):
+            out.append(math.nan)
+    return np.asarray(out, dtype=float)
+
+
+def lr_text(lr: float) -> str:
+    return _fmt_value(float(lr)) if math.isfinite(float(lr)) else "?"
+
+
+def datasets(df: pd.DataFrame) -> list[str]:
+    present = {str(d).lower() for d in df["dataset"].dropna()} if not df.empty else set()
+    return [d for d in DATASET_ORDER if d in present] + sorted(present - set(DATASET_ORDER))
+
+
+def selection_text(sel: Selection | None, runs: pd.DataFrame, full: int = 0) -> str:
+    """A cell in the tables' format (without depth): ``mean ± std [k/n div.] [partial: k/K runs]``, or why
+    there is none; ``full`` is the run count of the fullest point (``tables.full_grid_size``)."""
+    if runs.empty:
+        return NOT_RUN
+    if sel is None:
+        return f"{DIVERGED} ({int(runs['diverged'].sum())}/{len(runs)})" + partial_text(len(runs), full)
+    text = f"{100.0 * sel.mean:.1f}"
+    text += f" ± {100.0 * sel.std:.1f}" if math.isfinite(sel.std) else " [1 seed]"
+    if sel.n_diverged:
+        text += f" [{sel.n_diverged}/{sel.n_runs} div.]"
+    return text + partial_text(len(runs), full)
+
+
+def select(runs: pd.DataFrame, value: str = "sel_test", full: int = 0) -> tuple[Selection | None, str]:
+    sel = select_best(runs, value=value) if not runs.empty else None
+    return sel, selection_text(sel, runs, full)
+
+
+def summary(df: pd.DataFrame) -> dict[str, str]:
+    """Counts and protocol facts of a set of records, all read from the records themselves."""
+    status = df["status"].astype(str).value_counts()
+    seeds = sorted(int(s) for s in df["seed"].dropna().unique())
+    per_config = sorted({int(n) for n in df.groupby("config_key")["seed"].nunique()})
+    per = "" if not per_config else (
+        f" ({per_config[0]} per configuration)" if len(per_config) == 1
+        else f" ({per_config[0]}-{per_config[-1]} per configuration)")
+    run = df["epochs_run"].dropna()
+    hours = float(df["wall_time_s"].fillna(0.0).sum()) / 3600.0
+    return {
+        "records": str(len(df)),
+        "completed": str(int(status.get("completed", 0))),
+        "diverged": str(int(status.get("diverged", 0))),
+        "failed": str(int(status.get("failed", 0))),
+        "budget": _joined(df["budget"]) or "none",
+        "epochs": _joined(df["epochs"]) or "?",
+        "epochs_run": "-" if run.empty else (
+            f"{int(run.min())}" if run.min() == run.max() else f"{int(run.min())}-{int(run.max())}"),
+        "seeds": _ranges(seeds) + per,
+        "selection": _joined(df["selection"]) or "?",
+        "hours": f"{hours:.2f}",
+    }
+
+
+def runs_line(df: pd.DataFrame, experiment: str) -> str:
+    if df.empty:
+        return f"Records: none under `runs/{experiment}/` — {NOT_RUN_BUDGET}."
+    s = summary(df)
+    return (f"Records: {s['records']} in `runs/{experiment}/` (completed {s['completed']}, diverged "
+            f"{s['diverged']}, failed {s['failed']}); budget {s['budget']}; epochs {s['epochs']} (run: "
+            f"{s['epochs_run']}); seeds {s['seeds']}; per-run selection {s['selection']}.")
+
+
+def short_commit(commit: Any) -> str:
+    if not commit:
+        return "unknown"
+    head, sep, rest = str(commit).partition("-")
+    return head[:10] + sep + rest
+
+
+def cell_comparison(label: str, a: Cell, b: Cell, *, margin: float = 0.0, tie_band: float | None = None,
+                    what: str = "") -> Finding:
+    """Paired comparison of two table cells (their selected configurations, paired by seed), in points.
+
+    ``tie_band`` set: the claim is "no clear lead" (``stats.no_clear_lead``); else "a exceeds b by more than
+    ``margin``" (``stats.greater``). Cells without a result give NOT_RUN (or CANNOT_JUDGE when diverged);
+    partial or under-budget cells make the verdict UNDER_BUDGET."""
+    if a.state != "ok" or b.state != "ok":
+        missing = [f"{c.row} {c.state}" for c in (a, b) if c.state != "ok"]
+        verdict = NOT_RUN_VERDICT if all(c.state != DIVERGED for c in (a, b)) else CANNOT_JUDGE
+        return Finding(label, verdict, f"{'; '.join(missing)}.", a.n_runs + b.n_runs)
+    diff = paired_difference(a.runs, b.runs)
+    verdict = no_clear_lead(diff, tie_band / 100.0) if tie_band is not None else greater(diff, margin / 100.0)
+    budget = a.under_budget or b.under_budget or bool(a.partial) or bool(b.partial)
+    evidence = (f"{a.row} {a.ours_mean:.1f} vs {b.row} {b.ours_mean:.1f}; paired difference {diff.text()} points"
+                + (f" (threshold: > {margin:g})" if margin else "")
+                + (f" (equivalence band ± {tie_band:g})" if tie_band is not None else "")
+                + (f"; {what}" if what else "")
+                + ("; partial or under-budget cells" if budget else "") + ".")
+    return Finding(label, with_budget(verdict, budget), evidence, a.n_runs + b.n_runs)
+
+
+def best_other(cells: list[Cell], target: str) -> Cell | None:
+    """Our best row other than ``target`` (by mean), among cells with a result."""
+    others = [c for c in cells if c.row != target and c.state == "ok"]
+    return max(others, key=lambda c: c.ours_mean) if others else None
+
+
+def cells_table(spec: TableSpec, cells: list[Cell], columns: list[tuple[str, int]]) -> list[str]:
+    labels = [spec.column_label(c) for c in columns]
+    by_pos = {(c.row, c.column): c for c in cells}
+    rows = []
+    for row in spec.rows:
+        entries = [row]
+        for label in labels:
+            cell = by_pos[(row, label)]
+            entries += [cell.ours_text(spec.show_depth), cell.paper_text()]
+        rows.append(entries)
+    return _table(["model"] + [f"{label} {who}" for label in labels for who in ("ours", "paper")], rows)
+
+
+def partial_note(cells: list[Cell]) -> str:
+    """`` (partial grid: ...)`` naming the cells of a column whose sweep has not finished, else ``""``."""
+    short = [f"{c.row} {c.grid_runs}/{c.full_grid_runs}" for c in cells if c.partial]
+    return f" (partial grid: {', '.join(short)} runs; may change when the sweep finishes)" if short else ""
+
+
+def lead_findings(spec: TableSpec, cells: list[Cell], columns: list[tuple[str, int]],
+                  target: str = "GAT-Lip") -> list[Finding]:
+    """Per column: does ``target`` lead our best other row (paired difference > 0)?"""
+    out = []
+    for column in columns:
+        label = spec.column_label(column)
+        here = [c for c in cells if c.column == label]
+        mine = next(c for c in here if c.row == target)
+        other = best_other(here, target)
+        if other is None:
+            out.append(Finding(f"{label}, {target} leads", NOT_RUN_VERDICT, "no other row has a result.",
+                               mine.n_runs))
+            continue
+        paper = max((c for c in here if c.paper is not None), key=lambda c: c.paper.mean, default=None)
+        note = f"paper's best: {paper.row} ({paper.paper.text})" if paper is not None else ""
+        out.append(cell_comparison(f"{label}, {target} leads", mine, other, what=note))
+    return out
+
+
+class Bar(NamedTuple):
+    """A level the Lip variant must also reach to "hold" (not only beat the plain one); ``depth`` and
+    ``n_point_runs`` name the figure point it was read from, if any, so a partial one can be flagged."""
+
+    value: float
+    text: str
+    depth: int | None = None
+    n_point_runs: int = 0
+
+
+def pair_finding(label: str, results: dict[str, dict[int, Selection | None]],
+                 lip: str, plain: str, what: str, bar: Bar | None = None, full: int = 0,
+                 value: str = "sel_test") -> Finding:
+    """At the deepest depth both variants ran, does ``lip`` beat ``plain``? The paired difference over seeds
+    decides (``stats.greater``). With a ``bar`` the claim also needs ``lip`` to reach ``bar.value`` there:
+    beating ``plain`` below it holds only in part. A partial point or an under-budget run: UNDER_BUDGET."""
+    name = f"{label}, {lip} vs {plain}"
+    both = sorted(set(results.get(lip, {})) & set(results.get(plain, {})))
+    if not both:
+        missing = [v for v in (lip, plain) if not results.get(v)]
+        return Finding(name, NOT_RUN_VERDICT, f"{' and '.join(missing) or 'a common depth'} {NOT_RUN_BUDGET}.")
+    depth = both[-1]
+    sel_lip, sel_plain = results[lip][depth], results[plain][depth]
+    if sel_lip is None or sel_plain is None:
+        which = lip if sel_lip is None else plain
+        return Finding(name, CANNOT_JUDGE, f"at {depth} layers every {which} run diverged.",
+                       sum(s.n_runs for s in (sel_lip, sel_plain) if s is not None))
+    diff = paired_difference(sel_lip.runs, sel_plain.runs, value)
+    verdict = greater(diff)
+    reason = (f"at {depth} layers (deepest run for both) {lip} {what} {_pct(sel_lip.mean)} vs {plain} "
+              f"{_pct(sel_plain.mean)}; paired difference {diff.text()} points")
+    if verdict == HOLDS and bar is not None and sel_lip.mean < bar.value:
+        verdict, reason = HOLDS_IN_PART, f"{reason}, but {lip} stays below {bar.text}"
+    short = [f"{v} {s.n_point_runs}/{full}" for v, s in ((lip, sel_lip), (plain, sel_plain))
+             if is_partial(s.n_point_runs, full)]
+    partial = [f"at {depth} layers: {', '.join(short)} runs"] if short else []
+    if (verdict != DOES_NOT_HOLD and bar is not None and bar.depth not in (None, depth)
+            and is_partial(bar.n_point_runs, full)):
+        # The bar decides between "holds" and "in part", and comes from another depth's point: if that
+        # point's sweep is unfinished the bar can still move.
+        partial.append(f"at {lip}'s best depth, {bar.depth} layers: {bar.n_point_runs}/{full} runs")
+    if partial:
+        reason += f" (partial grid {'; '.join(partial)}; may change when the sweep finishes)"
+    budget = bool(partial) or under_budget(sel_lip.runs) or under_budget(sel_plain.runs)
+    return Finding(name, with_budget(verdict, budget), reason + ".", sel_lip.n_runs + sel_plain.n_runs)
+
+
+def depth_rows(runs: pd.DataFrame, variants: Sequence[str], full: int = 0
+                ) -> tuple[list[list[str]], dict[str, dict]]:
+    """One table row per depth (the selected test text of each variant) and the selections behind them;
+    ``full``: run count of the fullest point, to mark partial ones."""
+    rows: list[list[str]] = []
+    results: dict[str, dict] = {}
+    for depth in depths(runs):
+        row = [str(depth)]
+        for variant in variants:
+            here = at(runs[runs["variant"] == variant], "depth", depth)
+            sel, text = select(here, full=full)
+            row.append(text)
+            if not here.empty:
+                results.setdefault(variant, {})[depth] = sel
+        rows.append(row)
+    return rows, results

@@ -1,0 +1,120 @@
+"""Uncertainty of cells and comparisons, and the verdict rules every claim uses.
+
+- A cell's interval is Student's t-interval of the mean over its seeds: mean ± t(0.975, n−1) · s / √n with
+  the sample std s (ddof=1); no interval with n < 2.
+- A comparison of two cells is the PAIRED difference over seeds: the same seed gives the same split,
+  erasure and initialisation here, so the difference per seed removes that shared noise; its interval is
+  the t-interval of the per-seed differences (scipy.stats.t).
+- Verdicts: "too few seeds" when n < ``MIN_SEEDS``; "holds" / "does not hold" only when the interval
+  excludes the other side of the claim's threshold; "tie" when it straddles it. A claim of no clear lead
+  (a tie claim) holds when the whole interval lies within ± its equivalence band, does not hold when the
+  interval excludes zero, and is a "tie" (undecided) otherwise.
+- A verdict resting on runs below their declared epoch budget, or on a part of the declared grid only, is
+  "under budget" and never "holds", "does not hold" or "tie".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, NOT_RUN, TIE, TOO_FEW_SEEDS, UNDER_BUDGET
+
+LEVEL = 0.95
+MIN_SEEDS = 3
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A mean over n values with its two-sided ``LEVEL`` t-interval (NaN bounds when n < 2)."""
+
+    n: int
+    mean: float
+    lo: float
+    hi: float
+
+    def text(self, scale: float = 100.0, digits: int = 1) -> str:
+        """``+3.1 [−0.4, +6.6], n=3`` (percent points by default)."""
+        if self.n == 0:
+            return "n=0"
+        mean = f"{scale * self.mean:+.{digits}f}"
+        if not math.isfinite(self.lo):
+            return f"{mean}, n={self.n}"
+        return f"{mean} [{scale * self.lo:+.{digits}f}, {scale * self.hi:+.{digits}f}], n={self.n}"
+
+
+def t_interval(values: Iterable[float]) -> Interval:
+    """Student's t-interval (``LEVEL``) of the mean of the finite ``values``."""
+    data = np.asarray([v for v in values if v is not None and math.isfinite(float(v))], dtype=float)
+    n = len(data)
+    if n == 0:
+        return Interval(0, math.nan, math.nan, math.nan)
+    mean = float(data.mean())
+    if n < 2:
+        return Interval(n, mean, math.nan, math.nan)
+    half = float(stats.t.ppf(0.5 + LEVEL / 2, n - 1)) * float(data.std(ddof=1)) / math.sqrt(n)
+    return Interval(n, mean, mean - half, mean + half)
+
+
+def paired_difference(a: pd.DataFrame | None, b: pd.DataFrame | None, value: str = "sel_test") -> Interval:
+    """t-interval of ``a[value] − b[value]`` over the seeds both have (non-diverged runs; one run per seed)."""
+    if a is None or b is None or a.empty or b.empty:
+        return Interval(0, math.nan, math.nan, math.nan)
+    left = a[~a["diverged"].astype(bool)].groupby("seed")[value].mean()
+    right = b[~b["diverged"].astype(bool)].groupby("seed")[value].mean()
+    both = left.index.intersection(right.index)
+    return t_interval((left[both] - right[both]).tolist())
+
+
+def greater(diff: Interval, margin: float = 0.0) -> str:
+    """Verdict on "a exceeds b by more than ``margin``" from the paired difference a − b."""
+    if diff.n == 0:
+        return NOT_RUN
+    if diff.n < MIN_SEEDS:
+        return TOO_FEW_SEEDS
+    if diff.lo > margin:
+        return HOLDS
+    if diff.hi < margin:
+        return DOES_NOT_HOLD
+    return TIE
+
+
+def no_clear_lead(diff: Interval, band: float) -> str:
+    """Verdict on "a and b are similar, without a clear lead" (equivalence within ± ``band``)."""
+    if diff.n == 0:
+        return NOT_RUN
+    if diff.n < MIN_SEEDS:
+        return TOO_FEW_SEEDS
+    if -band < diff.lo and diff.hi < band:
+        return HOLDS
+    if diff.lo > 0 or diff.hi < 0:
+        return DOES_NOT_HOLD
+    return TIE
+
+
+def with_budget(verdict: str, under_budget: bool) -> str:
+    """``UNDER_BUDGET`` in place of a decided (or tied) verdict that rests on under-budget runs."""
+    return UNDER_BUDGET if under_budget and verdict in (HOLDS, DOES_NOT_HOLD, TIE, TOO_FEW_SEEDS) else verdict
+
+
+def under_budget(runs: pd.DataFrame) -> bool:
+    """Does any run fall below its declared epoch budget (``declared_epochs``, set by the engine)?"""
+    if runs is None or runs.empty or "declared_epochs" not in runs:
+        return False
+    declared = runs["declared_epochs"].to_numpy(dtype=float)
+    epochs = runs["epochs"].to_numpy(dtype=float)
+    return bool(np.any(np.isfinite(declared) & (epochs < declared)))
+
+
+LEGEND = (f"Verdicts: intervals are two-sided {LEVEL:.0%} Student t-intervals over seeds (cells: of the mean; "
+          "comparisons: of the paired per-seed difference, same seed = same split, erasure and init), in "
+          "percent points. A claim \"holds\" or \"does not hold\" only when the interval excludes the other side "
+          "of its threshold (0 unless the claim states a margin); \"tie\" when it straddles it; a claim of no "
+          "clear lead holds when the interval lies within its stated equivalence band. \"too few seeds\": fewer "
+          f"than {MIN_SEEDS} paired seeds. \"under budget\": some runs are below the declared epochs or the "
+          "declared grid is not complete for the compared cells.")

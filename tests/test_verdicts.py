@@ -1,0 +1,122 @@
+"""Verdicts a referee would sign: each branch (holds, does not hold, tie, too few seeds, under budget, outside
+the declared grid) from synthetic records in the real record format, checked as Claim objects."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+
+from lipgnn.results import grid
+from lipgnn.results.artifacts.lipschitznorm import table3
+from lipgnn.results.engine import Loader
+from lipgnn.results.report import render_blocks
+from lipgnn.results.stats import greater, no_clear_lead, t_interval
+from lipgnn.results.store import config_key, write_record
+from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, TIE, TOO_FEW_SEEDS, UNDER_BUDGET
+
+ROOT = Path(__file__).resolve().parents[1]
+LABEL = "Cora 30 layers, GAT-Lip vs GAT-res"
+
+
+def record(norm: str, residual: bool, seed: int, test: float, epochs: int = 200) -> dict:
+    """A Table 3 run record as the trainer writes it (config from the composed groups, fractions in [0, 1])."""
+    cfg = {
+        "model": {"name": "gat", "hidden": 64, "heads": 1, "residual": residual, "dropout": 0.6,
+                  "attn_dropout": 0.3, "impl": "fused"},
+        "norm": {"name": "lip", "alpha": 1.0, "variant": "paper"} if norm == "lip" else {"name": "none"},
+        "dataset": {"name": "cora", "kind": "planetoid", "missing_rate": 0, "root": "data"},
+        "train": {"epochs": epochs, "lr": 0.005, "selection": "best_val"}, "budget": {"name": "cpu"},
+        "depth": 30, "seed": seed, "device": "cpu", "results_dir": "results", "experiment_name": "table3",
+        "log": {"grad_norms": False},
+    }
+    point = {"epoch": epochs, "loss": 0.5, "train": 0.9, "val": test, "test": test}
+    return {"run_id": f"{config_key(cfg)}-s{seed}", "experiment": "table3", "status": "completed", "config": cfg,
+            "seed": seed, "metric": "acc", "history": {}, "best": dict(point), "last": dict(point),
+            "epochs_run": epochs, "wall_time_s": 10.0, "device": "cpu", "versions": {}, "git_commit": "b" * 40,
+            "info": {}, "error": None}
+
+
+@pytest.fixture
+def conf(tmp_path: Path, monkeypatch) -> Path:
+    """A declared grid for table3 at budget cpu: GAT-res and GAT-Lip, Cora, 30 layers, seeds 0-2, 200 epochs."""
+    root = tmp_path / "conf"
+    shutil.copytree(ROOT / "conf", root)
+    for path in (root / "grid").glob("table3_*.yaml"):
+        path.unlink()
+    (root / "grid" / "table3_cpu.yaml").write_text(
+        "# @package _global_\ntrain:\n  epochs: 200\nhydra:\n  sweeper:\n    params:\n"
+        "      variant: gat_res,gat_lip\n      dataset: cora\n      depth: 30\n      seed: 0,1,2\n")
+    monkeypatch.setattr(grid, "CONF_DIR", root)
+    return root
+
+
+def verdict_of(results: Path) -> tuple[str, int]:
+    frame = Loader(results).frame(table3.ARTIFACT)
+    (claim,) = [c for c in table3.claims(frame) if c.quote.endswith(LABEL)]
+    assert claim.section == "§7.3" and claim.quote.startswith("LipschitzNorm significantly outperforms GAT-res")
+    return claim.verdict, claim.n_runs
+
+
+def write(results: Path, lip: list[float], res: list[float], epochs: int = 200) -> None:
+    for seed, (a, b) in enumerate(zip(lip, res, strict=True)):
+        write_record(results, record("lip", False, seed, a, epochs))
+        write_record(results, record("none", True, seed, b, epochs))
+
+
+def test_t_interval_by_hand() -> None:
+    # [1, 2, 3]: mean 2, s = 1, t(0.975, 2) = 4.302653; half-width 4.302653 / sqrt(3) = 2.484138.
+    ci = t_interval([1.0, 2.0, 3.0])
+    assert (ci.n, ci.mean) == (3, 2.0)
+    assert ci.lo == pytest.approx(2 - 2.484138, abs=1e-6) and ci.hi == pytest.approx(2 + 2.484138, abs=1e-6)
+    assert greater(ci) == TIE and greater(t_interval([1.0, 1.1, 1.2])) == HOLDS
+    assert greater(t_interval([-1.0, -1.1, -1.2])) == DOES_NOT_HOLD and greater(t_interval([5.0, 6.0])) == TOO_FEW_SEEDS
+    assert greater(t_interval([2.0, 2.1, 2.2]), margin=1.5) == HOLDS      # a margin claim needs the margin
+    assert greater(t_interval([1.0, 1.1, 1.2]), margin=1.5) == DOES_NOT_HOLD
+    assert no_clear_lead(t_interval([0.1, -0.1, 0.0]), band=1.5) == HOLDS   # a tie claim needs a tie test
+    assert no_clear_lead(t_interval([3.0, 3.1, 3.2]), band=1.5) == DOES_NOT_HOLD
+    assert no_clear_lead(ci, band=1.5) == TIE
+    assert math.isnan(t_interval([4.0]).lo)
+
+
+def test_holds_when_the_paired_interval_excludes_zero(tmp_path: Path, conf: Path) -> None:
+    write(tmp_path, [0.70, 0.72, 0.74], [0.60, 0.61, 0.65])
+    assert verdict_of(tmp_path) == (HOLDS, 6)
+
+
+def test_does_not_hold_when_the_interval_is_below_zero(tmp_path: Path, conf: Path) -> None:
+    write(tmp_path, [0.60, 0.61, 0.65], [0.70, 0.72, 0.74])
+    assert verdict_of(tmp_path) == (DOES_NOT_HOLD, 6)
+
+
+def test_tie_when_the_interval_straddles_zero(tmp_path: Path, conf: Path) -> None:
+    # Unpaired, the means differ by 0.3 points; the per-seed differences (+5, -5, +1) straddle zero.
+    write(tmp_path, [0.75, 0.65, 0.71], [0.70, 0.70, 0.70])
+    assert verdict_of(tmp_path)[0] == TIE
+
+
+def test_too_few_seeds_below_three(tmp_path: Path, conf: Path) -> None:
+    (conf / "grid" / "table3_cpu.yaml").write_text(
+        (conf / "grid" / "table3_cpu.yaml").read_text().replace("seed: 0,1,2", "seed: 0,1"))
+    write(tmp_path, [0.90, 0.91], [0.10, 0.11])   # a huge lead, but two seeds
+    assert verdict_of(tmp_path) == (TOO_FEW_SEEDS, 4)
+
+
+def test_under_budget_below_the_declared_epochs_or_on_part_of_the_grid(tmp_path: Path, conf: Path) -> None:
+    write(tmp_path / "short", [0.70, 0.72, 0.74], [0.60, 0.61, 0.65], epochs=5)
+    assert verdict_of(tmp_path / "short")[0] == UNDER_BUDGET
+    write(tmp_path / "part", [0.70, 0.72, 0.74], [0.60, 0.61, 0.65])
+    (tmp_path / "part" / "runs" / "table3" / f"{record('none', True, 2, 0.65)['run_id']}.json").unlink()
+    assert verdict_of(tmp_path / "part")[0] == UNDER_BUDGET    # GAT-res has 2 of its 3 declared runs
+
+
+def test_records_outside_the_grid_never_enter_a_cell_and_are_listed(tmp_path: Path, conf: Path) -> None:
+    write(tmp_path, [0.70, 0.72, 0.74], [0.60, 0.61, 0.65])
+    write_record(tmp_path, record("none", True, 7, 0.99))                # seed 7 is not declared
+    frame = Loader(tmp_path).frame(table3.ARTIFACT)
+    assert int((~frame["in_grid"]).sum()) == 1
+    assert verdict_of(tmp_path) == (HOLDS, 6)                            # unchanged: the stray run is left out
+    protocol = render_blocks(tmp_path)["protocol"]
+    assert "1 record(s) outside the grid declared in `conf/grid/table3_<budget>*.yaml`" in protocol
