@@ -44,7 +44,7 @@ from torch import nn
 
 from lipgnn.bench.graphs import SIZES, BenchGraph, load_graph
 from lipgnn.bench.memory import measure_step_memory, memory_method
-from lipgnn.nn import kernels
+from lipgnn.nn.fused import kernels
 from lipgnn.provenance import loaded_commit, versions
 
 VARIANTS: tuple[str, ...] = ("pyg_gat", "gat", "gat_lip", "pyg_gt", "gt", "gt_lip")

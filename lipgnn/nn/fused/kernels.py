@@ -21,7 +21,7 @@ places of :mod:`lipgnn.nn.fused` are chains of such passes that one loop does at
   edges instead of two or three gathers forward and up to three scatters backward.
 
 numba compiles each loop on first use (cached on disk next to this file), so no C++ toolchain is
-needed. Every kernel has an eager twin in :mod:`lipgnn.nn.fused` that runs for CUDA tensors, without
+needed. Every kernel has an eager twin in the module that calls it, which runs for CUDA tensors, without
 numba, or with ``LIPGNN_KERNELS=eager``; the tests check both paths against each other and against
 the PyG reference. The loops are serial: on this 2-core machine a second thread only contends (GPUs
 use the eager path).
