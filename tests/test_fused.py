@@ -562,6 +562,73 @@ def test_squared_norm_copies_equal_the_reference() -> None:
     torch.testing.assert_close(add_sq_norm_grad_(torch.zeros_like(x), x, g), ref_x.grad)
 
 
+# ------------------------------------------------------------------ dropout
+
+
+def test_dropout_keep_rate_scaling_and_gradient() -> None:
+    """Kept elements are x / (1 - p), the rest 0; the keep rate is 1 - p within 5 binomial standard
+    errors; the gradient is the same mask and scale; the same torch seed gives the same mask."""
+    from lipgnn.nn.fused import dropout
+
+    n, p = 400_000, 0.6
+    x = torch.rand(n, dtype=torch.float32) + 0.5
+    torch.manual_seed(0)
+    leaf = x.clone().requires_grad_(True)
+    y = dropout(leaf, p, True)
+    kept = y != 0
+    rate = float(kept.double().mean())
+    assert abs(rate - (1 - p)) < 5 * ((p * (1 - p) / n) ** 0.5)
+    torch.testing.assert_close(y[kept], x[kept] / (1 - p))
+    y.backward(torch.full_like(y, 3.0))
+    torch.testing.assert_close(leaf.grad, kept.float() * 3.0 / (1 - p))
+    torch.manual_seed(0)
+    assert torch.equal(dropout(x, p, True) != 0, kept)
+    assert dropout(x, p, False) is x and dropout(x, 0.0, True) is x
+
+
+@pytest.mark.parametrize("p", [0.3, 0.6])
+def test_dropout_decisions_are_independent(p: float) -> None:
+    """No dependence between neighbouring elements (the two halves of one 64-bit draw, the next draw,
+    a row apart) or between two calls: the 2x2 tables of kept/dropped pairs match independent
+    Bernoulli(1 - p) pairs (chi-square, 1 degree of freedom, far beyond the 1e-6 quantile 23.9), and
+    the keep rate is the same in every column and at every position modulo 2."""
+    from lipgnn.nn.fused import dropout
+
+    rows, cols = 4000, 64
+    x = torch.ones(rows, cols)
+    torch.manual_seed(1)
+    a = (dropout(x, p, True) != 0).view(-1)
+    b = (dropout(x, p, True) != 0).view(-1)
+    q = 1 - p
+
+    def chi2(m1: torch.Tensor, m2: torch.Tensor) -> float:
+        n = m1.numel()
+        observed = torch.tensor([[(m1 & m2).sum(), (m1 & ~m2).sum()], [(~m1 & m2).sum(), (~m1 & ~m2).sum()]],
+                                dtype=torch.float64)
+        r, c = observed.sum(1, keepdim=True) / n, observed.sum(0, keepdim=True) / n
+        expected = r * c * n
+        return float(((observed - expected) ** 2 / expected).sum())
+
+    for lag in (1, 2, 3, cols):
+        assert chi2(a[:-lag], a[lag:]) < 23.9, lag
+    assert chi2(a, b) < 23.9
+    n = a.numel()
+    for part in (a[0::2], a[1::2]):
+        assert abs(float(part.double().mean()) - q) < 5 * (q * p / part.numel()) ** 0.5
+    per_col = a.view(rows, cols).double().mean(0)
+    assert ((per_col - q).abs() < 5 * (q * p / rows) ** 0.5).all()
+    assert abs(float(a.double().mean()) - q) < 5 * (q * p / n) ** 0.5
+
+
+def test_fused_layers_use_the_fast_dropout_in_training_only() -> None:
+    """Feature dropout before a fused layer (models call ``conv.feature_dropout``) and the attention
+    dropout use :func:`lipgnn.nn.fused.dropout`; eval mode is deterministic and equals the reference."""
+    from lipgnn.nn.fused import dropout
+
+    assert FusedLipGATConv.feature_dropout is dropout and FusedLipTransformerConv.feature_dropout is dropout
+    assert not hasattr(LipGATConv, "feature_dropout")
+
+
 # ------------------------------------------------------------------ GT score hook
 
 

@@ -103,7 +103,8 @@ class GNNBlock(nn.Module):
         edge_attr: Tensor | None = None,
         x_0: Tensor | None = None,
     ) -> Tensor:
-        h = F.dropout(x, p=self.dropout, training=self.training)
+        # A conv may bring its own dropout for its input (the fused layers do: same distribution, faster).
+        h = getattr(self.conv, "feature_dropout", F.dropout)(x, self.dropout, self.training)
         if self.call == "attention":
             h = self.conv(h, edge_index, edge_attr)
         elif self.call == "initial":

@@ -17,6 +17,7 @@ Layout (one job per module, as PyG splits ``torch_geometric.nn.conv`` from ``tor
 ``norms``                   fast squared norms and their in-place gradients
 ``lipschitz_csr``           LipschitzNorm's eq. (17)/(19) denominators per target node; the definition
                             is :mod:`lipgnn.nn.lipschitz`, which the tests hold these equal to
+``dropout``                 dropout equal in distribution to ``F.dropout``, without a stored mask
 ``kernels``                 the compiled CPU loops (numba) of all of the above; each has an eager twin
                             in the module that calls it (CUDA, or ``LIPGNN_KERNELS=eager``)
 ``gat_conv``                :class:`FusedLipGATConv`
@@ -29,6 +30,7 @@ within 1e-5 (values and gradients).
 """
 
 from lipgnn.nn.fused import kernels
+from lipgnn.nn.fused.dropout import dropout
 from lipgnn.nn.fused.gat_conv import FusedLipGATConv
 from lipgnn.nn.fused.graph import CSRGraph, clear_csr_cache, get_csr_graph
 from lipgnn.nn.fused.lipschitz_csr import (
@@ -63,6 +65,7 @@ __all__ = [
     "csr_sddmm_with_norms",
     "csr_softmax",
     "csr_spmm",
+    "dropout",
     "gat_denominator_csr",
     "gat_node_denominator_csr",
     "get_csr_graph",

@@ -8,6 +8,7 @@ from torch import Tensor
 
 from lipgnn.nn.fused import kernels
 from lipgnn.nn.fused.base import fallback_reason, finish_heads
+from lipgnn.nn.fused.dropout import dropout
 from lipgnn.nn.fused.graph import CSRGraph, resolve_graph
 from lipgnn.nn.fused.lipschitz_csr import gat_denominator_csr, gat_node_denominator_csr
 from lipgnn.nn.fused.norms import add_sq_norm_grad_, row_sq_norm, sq_norm_nograd
@@ -92,6 +93,10 @@ class FusedLipGATConv(LipGATConv):
     ``size``, ``return_attention_weights``) run the reference :class:`LipGATConv` forward.
     """
 
+    # Feature dropout on this layer's input: deep models call ``conv.feature_dropout(x, p, training)``
+    # where present (same distribution as ``F.dropout``, several times faster on CPU).
+    feature_dropout = staticmethod(dropout)
+
     def forward(  # type: ignore[override]
         self,
         x: Tensor | tuple[Tensor, Tensor | None],
@@ -144,7 +149,7 @@ class FusedLipGATConv(LipGATConv):
                 score = self._plain_or_edge_scores(a_src, a_dst, sq_src, sq_dst, x_src, x_dst, edge_proj, graph)
             score = F.leaky_relu(score, self.negative_slope)
             alpha = csr_softmax(score, graph, bound)
-            alpha = F.dropout(alpha, p=self.dropout, training=self.training)
+            alpha = dropout(alpha, self.dropout, self.training)
             out = csr_spmm(alpha, x_src, graph)
 
         out = finish_heads(out, self.concat)

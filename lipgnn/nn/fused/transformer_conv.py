@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.utils import segment
 
 from lipgnn.nn.fused.base import fallback_reason, finish_heads
+from lipgnn.nn.fused.dropout import dropout
 from lipgnn.nn.fused.graph import CSRGraph, resolve_graph
 from lipgnn.nn.fused.lipschitz_csr import transformer_scale_csr
 from lipgnn.nn.fused.norms import row_sq_norm, with_sq_norm
@@ -49,6 +49,10 @@ class FusedLipTransformerConv(LipTransformerConv):
     per-source term :math:`(2 q_i^\top k_j - \|k_j\|^2) / \sqrt{d}`.
     """
 
+    # Feature dropout on this layer's input: deep models call ``conv.feature_dropout(x, p, training)``
+    # where present (same distribution as ``F.dropout``, several times faster on CPU).
+    feature_dropout = staticmethod(dropout)
+
     def forward(  # type: ignore[override]
         self,
         x: Tensor | tuple[Tensor, Tensor],
@@ -82,7 +86,7 @@ class FusedLipTransformerConv(LipTransformerConv):
                 edge_proj = self.lin_edge(graph.edge_values(edge_attr, edge_index, 0.0)).view(-1, H, C)
             score, value, bound = self._attention_logits(query, key, value, edge_proj, graph)
             alpha = csr_softmax(score, graph, bound)
-            alpha = F.dropout(alpha, p=self.dropout, training=self.training)
+            alpha = dropout(alpha, self.dropout, self.training)
             out = csr_spmm(alpha, value, graph)
             if edge_proj is not None:
                 # TransformerConv adds the edge embedding to the values: Σ_j a_ij e_ij per target.
