@@ -123,3 +123,35 @@ def test_measurement_statistics() -> None:
     assert m.median_s == 2.5
     assert m.quantile(0.25) == pytest.approx(1.75) and m.quantile(0.75) == pytest.approx(4.75)
     assert math.isnan(Measurement("g", 2, "gat").median_s)
+
+
+def test_new_measurements_are_on_by_default_and_off_for_tiny() -> None:
+    full, tiny = parse_args([]), parse_args(["--tiny"])
+    assert (full.e2e_pairs, full.floor, full.san_depth) == (2, True, 256)
+    assert (tiny.e2e_pairs, tiny.floor, tiny.san_depth) == (0, False, 0)
+    assert parse_args(["--e2e-pairs", "0", "--no-floor", "--san-depth", "0"]).floor is False
+    with pytest.raises(SystemExit):
+        parse_args(["--san-depth", "-1"])
+
+
+def test_layer_floor_by_hand() -> None:
+    """FLOPs 3·2·N·F·C, bytes 9 passes of 4·N·max(F, C) plus 36 per edge; seconds at the given rates."""
+    from lipgnn.bench.floor import gat_layer_floor
+
+    floor = gat_layer_floor(100, 500, 64, 32, rates=(2e9, 1e9))
+    assert floor.flops == 6 * 100 * 64 * 32 == 1_228_800
+    assert floor.bytes == 9 * 4 * 100 * 64 + 36 * 500 == 248_400
+    assert math.isclose(floor.seconds, 1_228_800 / 2e9 + 248_400 / 1e9)
+
+
+def test_san_variants_share_weights_and_outputs() -> None:
+    """pyg_san and san are the same SAN (same weights) on the two attention implementations."""
+    from lipgnn.bench import runner
+
+    graph = load_graph("tiny")
+    pyg, fused = (runner.build_variant(v, 2, graph.x.size(1), graph.num_classes) for v in ("pyg_san", "san"))
+    assert type(pyg.blocks[0].conv).__name__ == "LipTransformerConv"
+    assert type(fused.blocks[0].conv).__name__ == "FusedLipTransformerConv"
+    fused.load_state_dict(pyg.state_dict())
+    torch.testing.assert_close(fused.eval()(graph.x, graph.edge_index), pyg.eval()(graph.x, graph.edge_index),
+                               rtol=1e-5, atol=1e-5)

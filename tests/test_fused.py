@@ -7,7 +7,7 @@ LipschitzNorm and with both of its variants, on random graphs with isolated node
 and explicit self-loops. With ``lipschitz_norm=False`` the fused layers also equal PyG's stock
 ``GATConv`` / ``TransformerConv``. The sparse kernels' hand-written backward passes are checked with
 ``torch.autograd.gradcheck`` in float64. Every test runs with the compiled CPU loops of
-:mod:`lipgnn.nn.kernels` and again with their eager twins.
+:mod:`lipgnn.nn.fused.kernels` and again with their eager twins.
 """
 
 from __future__ import annotations
@@ -22,18 +22,17 @@ from torch_geometric.nn import GATConv, TransformerConv
 from torch_geometric.utils import softmax as pyg_softmax
 
 from lipgnn.nn import (
+    FusedLipGATConv,
+    FusedLipTransformerConv,
     LipGATConv,
     LipTransformerConv,
     gat_lipschitz_denominator,
-    kernels,
     transformer_lipschitz_denominator,
 )
 from lipgnn.nn.fused import (
     MAX_SHIFT_FREE_BOUND,
     CSRGraph,
-    FusedLipGATConv,
-    FusedLipTransformerConv,
-    _add_sq_norm_grad_,
+    add_sq_norm_grad_,
     clear_csr_cache,
     csr_sddmm,
     csr_sddmm_with_norms,
@@ -41,6 +40,7 @@ from lipgnn.nn.fused import (
     csr_spmm,
     gat_denominator_csr,
     get_csr_graph,
+    kernels,
     neighbour_max_csr,
     row_sq_norm,
     transformer_denominator_csr,
@@ -52,7 +52,7 @@ TOL = {"atol": 1e-5, "rtol": 1e-5}
 
 @pytest.fixture(autouse=True, params=["numba", "eager"])
 def kernel_mode(request: pytest.FixtureRequest):
-    """Every test here runs twice: with the compiled CPU loops (lipgnn.nn.kernels) and with their eager
+    """Every test here runs twice: with the compiled CPU loops (lipgnn.nn.fused.kernels) and with their eager
     twins (the path CUDA tensors take)."""
     if request.param == "numba":
         assert kernels.available(torch.zeros(1)), "numba kernels unavailable: the compiled path would go untested"
@@ -162,7 +162,7 @@ def test_sq_norm_gradient_row_sparse_update(share: float) -> None:
     base = torch.randn(50, 2, 7, generator=gen)
     expected = base + 2 * g.unsqueeze(-1) * x
     for row_sparse in (False, True):
-        torch.testing.assert_close(_add_sq_norm_grad_(base.clone(), x, g, row_sparse), expected)
+        torch.testing.assert_close(add_sq_norm_grad_(base.clone(), x, g, row_sparse), expected)
 
 
 @pytest.mark.parametrize("bound", [1.0, MAX_SHIFT_FREE_BOUND])
@@ -193,11 +193,12 @@ def test_softmax_bound_above_limit_uses_row_maximum(tiny_graph: CSRGraph) -> Non
 def test_layers_use_the_shift_free_softmax_only_under_lipschitznorm(
     tiny_graph: CSRGraph, monkeypatch: pytest.MonkeyPatch, kind: str, lip: bool
 ) -> None:
-    import lipgnn.nn.fused as fused
+    from lipgnn.nn.fused import gat_conv, transformer_conv
 
     seen: list[float | None] = []
-    real = fused.csr_softmax
-    monkeypatch.setattr(fused, "csr_softmax", lambda s, g, bound=None: seen.append(bound) or real(s, g, bound))
+    real = csr_softmax
+    for module in (gat_conv, transformer_conv):
+        monkeypatch.setattr(module, "csr_softmax", lambda s, g, bound=None: seen.append(bound) or real(s, g, bound))
     x = torch.randn(tiny_graph.num_dst, 6)
     edge_index = tiny_graph.edge_index
     alpha = 2.5
@@ -507,3 +508,152 @@ def test_with_sq_norm_passes_x_through_and_adds_the_norm_gradient_once() -> None
     for a, b in zip(got, want, strict=True):
         torch.testing.assert_close(a, b)
     assert torch.autograd.gradcheck(lambda h: with_sq_norm(h * 1.0), (x.clone().requires_grad_(True),))
+
+
+# ------------------------------------------------------------------ one reference, fast copies
+
+
+@pytest.mark.parametrize("tie", ["none", "uv=uw", "t=vw", "all"])
+def test_max_of_products_equals_the_eq19_reference(tie: str) -> None:
+    """The eager fast copy of eq. (19)'s maximum (lipschitz_csr._MaxOfProducts) equals
+    lipschitz.eq19_denominator in value and gradient, ties split as the reference splits them."""
+    from lipgnn.nn.fused.lipschitz_csr import _MaxOfProducts
+    from lipgnn.nn.lipschitz import EPS, eq19_denominator
+
+    gen = torch.Generator().manual_seed(3)
+    u, v, w = (torch.rand(6, 2, generator=gen, dtype=torch.float64) + 0.5 for _ in range(3))
+    if tie == "uv=uw":
+        w = v.clone()  # u v == u w
+    elif tie == "t=vw":
+        u, v = w.clone(), w + 0.3  # u v == v w > u w
+    elif tie == "all":
+        u, w = v.clone(), v.clone()
+    weight = torch.randn(6, 2, generator=gen, dtype=torch.float64)
+
+    def run(fn):
+        leaves = [t.detach().clone().requires_grad_(True) for t in (u, v, w)]
+        out = fn(*leaves)
+        (out * weight).sum().backward()
+        return out.detach(), [t.grad for t in leaves]
+
+    got, got_grads = run(lambda a, b, c: _MaxOfProducts.apply(a, b, c) + EPS * EPS)
+    ref, ref_grads = run(lambda a, b, c: eq19_denominator(a, b, c))
+    torch.testing.assert_close(got, ref)
+    for a, b in zip(got_grads, ref_grads, strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_squared_norm_copies_equal_the_reference() -> None:
+    """row_sq_norm, with_sq_norm and add_sq_norm_grad_ equal lipschitz.sq_norm and its autograd gradient."""
+    from lipgnn.nn.lipschitz import sq_norm
+
+    gen = torch.Generator().manual_seed(4)
+    x = torch.randn(9, 3, 5, generator=gen, dtype=torch.float64)
+    g = torch.randn(9, 3, generator=gen, dtype=torch.float64)
+    g[2] = 0.0
+    ref_x = x.clone().requires_grad_(True)
+    (sq_norm(ref_x) * g).sum().backward()
+    for fn in (row_sq_norm, lambda h: with_sq_norm(h)[1]):
+        leaf = x.clone().requires_grad_(True)
+        out = fn(leaf)
+        torch.testing.assert_close(out, sq_norm(x))
+        (out * g).sum().backward()
+        torch.testing.assert_close(leaf.grad, ref_x.grad)
+    torch.testing.assert_close(add_sq_norm_grad_(torch.zeros_like(x), x, g), ref_x.grad)
+
+
+# ------------------------------------------------------------------ dropout
+
+
+def test_dropout_keep_rate_scaling_and_gradient() -> None:
+    """Kept elements are x / (1 - p), the rest 0; the keep rate is 1 - p within 5 binomial standard
+    errors; the gradient is the same mask and scale; the same torch seed gives the same mask."""
+    from lipgnn.nn.fused import dropout
+
+    n, p = 400_000, 0.6
+    x = torch.rand(n, dtype=torch.float32) + 0.5
+    torch.manual_seed(0)
+    leaf = x.clone().requires_grad_(True)
+    y = dropout(leaf, p, True)
+    kept = y != 0
+    rate = float(kept.double().mean())
+    assert abs(rate - (1 - p)) < 5 * ((p * (1 - p) / n) ** 0.5)
+    torch.testing.assert_close(y[kept], x[kept] / (1 - p))
+    y.backward(torch.full_like(y, 3.0))
+    torch.testing.assert_close(leaf.grad, kept.float() * 3.0 / (1 - p))
+    torch.manual_seed(0)
+    assert torch.equal(dropout(x, p, True) != 0, kept)
+    assert dropout(x, p, False) is x and dropout(x, 0.0, True) is x
+
+
+@pytest.mark.parametrize("p", [0.3, 0.6])
+def test_dropout_decisions_are_independent(p: float) -> None:
+    """No dependence between neighbouring elements (the two halves of one 64-bit draw, the next draw,
+    a row apart) or between two calls: the 2x2 tables of kept/dropped pairs match independent
+    Bernoulli(1 - p) pairs (chi-square, 1 degree of freedom, far beyond the 1e-6 quantile 23.9), and
+    the keep rate is the same in every column and at every position modulo 2."""
+    from lipgnn.nn.fused import dropout
+
+    rows, cols = 4000, 64
+    x = torch.ones(rows, cols)
+    torch.manual_seed(1)
+    a = (dropout(x, p, True) != 0).view(-1)
+    b = (dropout(x, p, True) != 0).view(-1)
+    q = 1 - p
+
+    def chi2(m1: torch.Tensor, m2: torch.Tensor) -> float:
+        n = m1.numel()
+        observed = torch.tensor([[(m1 & m2).sum(), (m1 & ~m2).sum()], [(~m1 & m2).sum(), (~m1 & ~m2).sum()]],
+                                dtype=torch.float64)
+        r, c = observed.sum(1, keepdim=True) / n, observed.sum(0, keepdim=True) / n
+        expected = r * c * n
+        return float(((observed - expected) ** 2 / expected).sum())
+
+    for lag in (1, 2, 3, cols):
+        assert chi2(a[:-lag], a[lag:]) < 23.9, lag
+    assert chi2(a, b) < 23.9
+    n = a.numel()
+    for part in (a[0::2], a[1::2]):
+        assert abs(float(part.double().mean()) - q) < 5 * (q * p / part.numel()) ** 0.5
+    per_col = a.view(rows, cols).double().mean(0)
+    assert ((per_col - q).abs() < 5 * (q * p / rows) ** 0.5).all()
+    assert abs(float(a.double().mean()) - q) < 5 * (q * p / n) ** 0.5
+
+
+def test_fused_layers_use_the_fast_dropout_in_training_only() -> None:
+    """Feature dropout before a fused layer (models call ``conv.feature_dropout``) and the attention
+    dropout use :func:`lipgnn.nn.fused.dropout`; eval mode is deterministic and equals the reference."""
+    from lipgnn.nn.fused import dropout
+
+    assert FusedLipGATConv.feature_dropout is dropout and FusedLipTransformerConv.feature_dropout is dropout
+    assert not hasattr(LipGATConv, "feature_dropout")
+
+
+# ------------------------------------------------------------------ GT score hook
+
+
+def test_fused_gt_l2_score_equals_the_explicit_formula() -> None:
+    """score="l2" without LipschitzNorm: softmax_j(-‖q_i - k_j‖² / √d), computed here from its definition
+    (the -‖q_i‖² term cancels in the softmax), values and gradients."""
+    ei = make_graph(6)
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=gen, dtype=torch.float64)
+    torch.manual_seed(1)
+    conv = FusedLipTransformerConv(IN_CHANNELS, 4, heads=2, lipschitz_norm=False, root_weight=False).double()
+    conv.score = "l2"
+    src, dst = ei
+
+    def explicit(h: torch.Tensor) -> torch.Tensor:
+        q, k, v = (lin(h).view(-1, 2, 4) for lin in (conv.lin_query, conv.lin_key, conv.lin_value))
+        logits = -((q[dst] - k[src]) ** 2).sum(-1) / 2.0
+        a = pyg_softmax(logits, dst, num_nodes=NUM_NODES)
+        out = torch.zeros(NUM_NODES, 2, 4, dtype=h.dtype).index_add_(0, dst, a.unsqueeze(-1) * v[src])
+        return out.view(NUM_NODES, -1)
+
+    x1, x2 = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+    weight = torch.randn(NUM_NODES, 8, generator=gen, dtype=torch.float64)
+    got, ref = conv(x1, ei), explicit(x2)
+    torch.testing.assert_close(got, ref)
+    (got * weight).sum().backward()
+    (ref * weight).sum().backward()
+    torch.testing.assert_close(x1.grad, x2.grad)

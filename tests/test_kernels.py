@@ -1,4 +1,4 @@
-"""The compiled CPU loops (lipgnn.nn.kernels) against their eager twins in lipgnn.nn.fused.
+"""The compiled CPU loops (lipgnn.nn.fused.kernels) against their eager twins.
 
 Each compiled autograd function is run with the kernels on and off on the same inputs (float64,
 several heads, tied maxima, targets without in-edges) and must give the same values and gradients;
@@ -11,21 +11,20 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lipgnn.nn import kernels
 from lipgnn.nn.fused import (
     CSRGraph,
     FusedLipGATConv,
     FusedLipTransformerConv,
-    _GATScaledScores,
-    _NeighbourMaxPair,
-    _NodeScores,
-    _RowScale,
+    kernels,
     neighbour_max_csr,
     row_sq_norm,
     transformer_denominator_csr,
     transformer_scale_csr,
     with_sq_norm,
 )
+from lipgnn.nn.fused.gat_conv import _NodeScores
+from lipgnn.nn.fused.lipschitz_csr import _NeighbourMaxPair
+from lipgnn.nn.fused.sparse import _GATScaledScores, _RowScale
 
 pytestmark = pytest.mark.skipif(kernels.numba is None, reason="numba not installed")
 

@@ -45,6 +45,13 @@ def parse_args(argv: Sequence[str] | None = None) -> BenchConfig:
                    help="graph of the with/without checkpointing measurement (default arxiv; 'none' to skip)")
     p.add_argument("--ckpt-depth", type=int, default=None, help="depth of that measurement (default 30)")
     p.add_argument("--variants", type=_names(VARIANTS), default=None, help=f"subset of {','.join(VARIANTS)}")
+    p.add_argument("--e2e-pairs", type=int, default=None,
+                   help="interleaved (pyg, fused) whole train.py runs (default 2; 0 skips; --tiny: 0)")
+    p.add_argument("--floor", action=argparse.BooleanOptionalAction, default=None,
+                   help="time one fused GAT-Lip layer on PubMed against its floor (default on; --tiny: off)")
+    p.add_argument("--san-depth", type=int, default=None,
+                   help="depth of the SAN step measured on Cora (default 256; 0 skips; --tiny: 0)")
+    p.add_argument("--san-repeats", type=int, default=5, help="timed SAN steps per variant (default 5)")
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--heads", type=int, default=1)
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
@@ -65,11 +72,17 @@ def parse_args(argv: Sequence[str] | None = None) -> BenchConfig:
         threads = a.threads
     if repeats < 1:
         p.error("--repeats must be >= 1")
+    e2e_pairs = a.e2e_pairs if a.e2e_pairs is not None else (0 if a.tiny else 2)
+    floor = a.floor if a.floor is not None else not a.tiny
+    san_depth = a.san_depth if a.san_depth is not None else (0 if a.tiny else 256)
+    if min(e2e_pairs, san_depth) < 0 or a.san_repeats < 1:
+        p.error("--e2e-pairs and --san-depth must be >= 0, --san-repeats >= 1")
     return BenchConfig(
         graphs=graphs, depths=depths, repeats=repeats, out=a.out, variants=a.variants or list(VARIANTS),
         large_max_depth=a.large_max_depth, large_repeats=max(1, a.large_repeats),
         ckpt_graph=None if ckpt_graph == "none" else ckpt_graph, ckpt_depth=ckpt_depth, hidden=a.hidden,
-        heads=a.heads, seed=a.seed, threads=threads, device=a.device,
+        heads=a.heads, seed=a.seed, threads=threads, device=a.device, e2e_pairs=e2e_pairs, floor=floor,
+        san_depth=san_depth, san_repeats=a.san_repeats,
     )
 
 

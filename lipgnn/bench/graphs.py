@@ -44,7 +44,7 @@ class BenchGraph:
     edge_index: Tensor
     y: Tensor
     num_classes: int
-    source: str  # "planetoid:<root>" or "random"
+    source: str  # "planetoid:$LIPGNN_DATA", "planetoid:<data_root argument>" or "random"
 
     @property
     def num_nodes(self) -> int:
@@ -90,6 +90,8 @@ def load_graph(name: str, seed: int = 0, data_root: str | os.PathLike | None = N
         real = _planetoid(size.planetoid, Path(root))
         if real is not None:
             x, edge_index, y, classes = real
-            return BenchGraph(name, x, edge_index, y, classes, f"planetoid:{root}")
+            # Records name the variable, not this machine's path.
+            where = "$LIPGNN_DATA" if data_root is None else str(data_root)
+            return BenchGraph(name, x, edge_index, y, classes, f"planetoid:{where}")
     x, edge_index, y = random_graph(size, seed)
     return BenchGraph(name, x, edge_index, y, size.classes, "random")

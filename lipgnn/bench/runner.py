@@ -16,6 +16,16 @@ gt_lip        ``FusedLipTransformerConv(lipschitz_norm=True)`` (eq. 19)
 gat_lip_ckpt  ``gat_lip`` with activation checkpointing (``DeepGNN.checkpoint_activations``)
 ============  =======================================================================
 
+Beside the step table, ``make bench`` measures (each optional):
+
+* ``train_py_pyg`` / ``train_py_fused``: whole ``train.py`` runs (:mod:`lipgnn.bench.e2e`: 30-layer
+  GAT-Lip on PubMed, the model's dropouts, 20 epochs with evaluation, start-up included), as
+  interleaved pairs of fresh processes; graph ``pubmed``, depth 30;
+* ``gat_lip_layer``: one fused GAT-Lip layer forward + backward on PubMed beside its floor
+  (:mod:`lipgnn.bench.floor`; ``ratio_vs_pyg`` holds measured / floor there), depth 1;
+* ``pyg_san`` / ``san`` / ``san_lip``: a 256-layer SAN step (Guan & He, ``conf/model/san.yaml``) on
+  Cora with ``model.impl=pyg`` and ``fused`` (``san_lip``: with LipschitzNorm).
+
 A step is ``zero_grad → forward → cross-entropy over all nodes → backward → Adam step``. Per graph
 and depth all variants are built, each runs one warm-up step (which is also the memory measurement,
 see :mod:`lipgnn.bench.memory`), then ``repeats`` rounds time one step of every variant, the order
@@ -44,7 +54,7 @@ from torch import nn
 
 from lipgnn.bench.graphs import SIZES, BenchGraph, load_graph
 from lipgnn.bench.memory import measure_step_memory, memory_method
-from lipgnn.nn import kernels
+from lipgnn.nn.fused import kernels
 from lipgnn.provenance import loaded_commit, versions
 
 VARIANTS: tuple[str, ...] = ("pyg_gat", "gat", "gat_lip", "pyg_gt", "gt", "gt_lip")
@@ -53,7 +63,14 @@ SUMMARY_COLUMNS: tuple[str, ...] = ("graph", "depth", "variant", "median_s", "pe
 LARGE_GRAPH_NODES = 100_000  # graphs above this size are capped at --large-max-depth
 
 
+SAN_VARIANTS: tuple[str, ...] = ("pyg_san", "san", "san_lip")
+E2E_VARIANTS: tuple[str, ...] = ("train_py_pyg", "train_py_fused")
+LAYER_VARIANT = "gat_lip_layer"
+
+
 def attention_kind(variant: str) -> str:
+    if variant in SAN_VARIANTS:
+        return "san"
     return "gt" if variant in ("pyg_gt", "gt", "gt_lip") else "gat"
 
 
@@ -95,6 +112,8 @@ def build_variant(variant: str, depth: int, num_features: int, num_classes: int,
     """The ``depth``-layer stack of ``variant`` (same seed → same weights for every variant of a kind)."""
     from lipgnn.models import build_model
 
+    if attention_kind(variant) == "san":
+        return _build_san(variant, depth, num_features, num_classes, seed)
     kind = attention_kind(variant.removesuffix("_ckpt"))
     lip = variant.removesuffix("_ckpt").endswith("_lip")
     model_cfg = SimpleNamespace(name=kind, hidden=hidden, heads=heads, head_aggregation="concat", dropout=0.0,
@@ -112,6 +131,22 @@ def build_variant(variant: str, depth: int, num_features: int, num_classes: int,
             raise RuntimeError("lipgnn.models.DeepGNN has no checkpoint_activations switch")
         model.checkpoint_activations = True
     return model
+
+
+def _build_san(variant: str, depth: int, num_features: int, num_classes: int, seed: int) -> nn.Module:
+    """Guan & He's SAN with ``conf/model/san.yaml``'s settings (dropouts off, as for every variant)."""
+    from omegaconf import OmegaConf
+
+    from lipgnn.models import build_model
+
+    model_cfg = OmegaConf.load(Path(__file__).resolve().parents[2] / "conf" / "model" / "san.yaml")
+    model_cfg.impl = "pyg" if variant.startswith("pyg_") else "fused"
+    model_cfg.dropout, model_cfg.attn_dropout = 0.0, 0.0
+    norm_cfg = SimpleNamespace(name="lip" if variant.endswith("_lip") else "none", alpha=1.0, variant="paper")
+    spec = SimpleNamespace(num_features=num_features, num_classes=num_classes, input="dense", vocab_sizes=(),
+                           edge_dim=None, multilabel=False, task="node")
+    torch.manual_seed(seed)
+    return build_model(model_cfg, norm_cfg, spec, depth)
 
 
 def _stock_conv(kind: str, ours: nn.Module) -> nn.Module:
@@ -158,7 +193,7 @@ def make_step(model: nn.Module, graph: BenchGraph, device: torch.device) -> Call
 
 def _prebuild_csr(variant: str, graph: BenchGraph) -> float:
     """Build (and cache) the CSR graph the fused variant will use; returns the time it took."""
-    if variant.startswith("pyg_"):
+    if variant.startswith("pyg_") or attention_kind(variant) == "san":  # SAN adds its self-loops per forward
         return 0.0
     from lipgnn.nn.fused import get_csr_graph
 
@@ -179,6 +214,8 @@ def _output_diff(models: dict[str, nn.Module], graph: BenchGraph) -> dict[str, f
     outs: dict[str, torch.Tensor] = {}
     with torch.no_grad():
         for name, model in models.items():
+            if attention_kind(name) == "san":
+                continue
             if name.startswith("pyg_") or not name.endswith("_lip"):
                 model.eval()
                 outs[name] = model(graph.x, graph.edge_index)
@@ -237,6 +274,10 @@ class BenchConfig:
     seed: int = 0
     threads: int | None = None
     device: str = "auto"
+    e2e_pairs: int = 0          # interleaved (pyg, fused) train.py runs; 0 = skip
+    floor: bool = False         # the fused GAT-Lip layer against its floor (PubMed-sized graph)
+    san_depth: int = 0          # SAN stack depth on Cora; 0 = skip
+    san_repeats: int = 5
 
 
 def depths_for(graph: BenchGraph, cfg: BenchConfig) -> list[int]:
@@ -255,6 +296,9 @@ def run(cfg: BenchConfig, log: Callable[[str], None] = print) -> list[Measuremen
     results: list[Measurement] = []
     sources: dict[str, str] = {}
     started = time.perf_counter()
+    if cfg.e2e_pairs and device.type == "cpu":  # first: the headline, and the longest single measurement
+        results += _e2e_measurements(cfg, log)
+        _write(cfg, results, sources, device, time.perf_counter() - started)
     for name in cfg.graphs:
         graph = load_graph(name, seed=cfg.seed).to(device)
         sources[name] = graph.source
@@ -271,9 +315,67 @@ def run(cfg: BenchConfig, log: Callable[[str], None] = print) -> list[Measuremen
             _write(cfg, results, sources, device, time.perf_counter() - started)
         del graph
         _clear_csr_cache()
-    _write(cfg, results, sources, device, time.perf_counter() - started, final=True)
+    extras: dict[str, object] = {}
+    if cfg.san_depth:
+        graph = load_graph("cora", seed=cfg.seed).to(device)
+        sources.setdefault("cora", graph.source)
+        log(f"cora: SAN step at depth {cfg.san_depth}, {cfg.san_repeats} repeats")
+        results += bench_config(graph, cfg.san_depth, list(SAN_VARIANTS), cfg.san_repeats, device,
+                                hidden=cfg.hidden, heads=cfg.heads, seed=cfg.seed, log=log)
+        _fix_san_ratios(results)
+        del graph
+        _clear_csr_cache()
+        _write(cfg, results, sources, device, time.perf_counter() - started)
+    if cfg.floor and device.type == "cpu":
+        m, floor = _layer_floor(cfg, log)
+        results.append(m)
+        extras["layer_floor"] = floor
+        _write(cfg, results, sources, device, time.perf_counter() - started, extras=extras)
+    _write(cfg, results, sources, device, time.perf_counter() - started, final=True, extras=extras)
     log(format_report(results))
     return results
+
+
+def _fix_san_ratios(results: list[Measurement]) -> None:
+    """SAN variants compare with ``pyg_san`` (bench_config pairs variants with stock GAT/GT stacks)."""
+    base = next((m for m in results if m.variant == "pyg_san"), None)
+    for m in results:
+        if m.variant in SAN_VARIANTS and base is not None and base.times_s:
+            m.ratio_vs_pyg = m.median_s / base.median_s
+
+
+def _layer_floor(cfg: BenchConfig, log: Callable[[str], None]) -> tuple[Measurement, dict[str, float]]:
+    """One fused GAT-Lip layer forward + backward on PubMed (hidden → hidden) against its floor."""
+    from lipgnn.bench.floor import gat_layer_floor, time_fused_layer
+    from lipgnn.nn.fused import get_csr_graph
+
+    graph = load_graph("pubmed", seed=cfg.seed)
+    x = torch.randn(graph.num_nodes, cfg.hidden, generator=torch.Generator().manual_seed(cfg.seed))
+    num_edges = get_csr_graph(graph.edge_index, graph.num_nodes, add_self_loops=True).num_edges
+    floor = gat_layer_floor(graph.num_nodes, num_edges, cfg.hidden, cfg.hidden)
+    wall, cpu = time_fused_layer(x, graph.edge_index, cfg.hidden, repeats=max(cfg.repeats, 5))
+    _clear_csr_cache()
+    m = Measurement("pubmed", 1, LAYER_VARIANT, times_s=[wall], cpu_s=[cpu])
+    m.ratio_vs_pyg = cpu / floor.seconds
+    log(f"pubmed: one fused GAT-Lip layer fwd+bwd: {cpu * 1e3:.1f} ms CPU ({wall * 1e3:.1f} ms wall); floor "
+        f"{floor.seconds * 1e3:.1f} ms = {floor.flops / 1e6:.0f} MFLOP at {floor.gemm_flops_per_s / 1e9:.0f} GFLOP/s "
+        f"+ {floor.bytes / 1e6:.1f} MB at {floor.mem_bytes_per_s / 1e9:.1f} GB/s; measured/floor "
+        f"{cpu / floor.seconds:.2f}")
+    return m, floor.as_dict()
+
+
+def _e2e_measurements(cfg: BenchConfig, log: Callable[[str], None]) -> list[Measurement]:
+    """Interleaved whole train.py runs, pyg against fused (:mod:`lipgnn.bench.e2e`)."""
+    from lipgnn.bench.e2e import run_pairs
+
+    log(f"train.py end to end: {cfg.e2e_pairs} interleaved pairs")
+    runs = run_pairs(cfg.e2e_pairs, log=log)
+    out = [Measurement("pubmed", 30, f"train_py_{impl}", times_s=walls, cpu_s=cpus)
+           for impl, (walls, cpus) in runs.items()]
+    base = out[0]
+    for m in out:
+        m.ratio_vs_pyg = m.median_s / base.median_s
+    return out
 
 
 def _ckpt_measurement(graph: BenchGraph, cfg: BenchConfig, done: list[Measurement], device: torch.device,
@@ -296,7 +398,7 @@ def _fmt(value: float, spec: str) -> str:
 
 
 def _write(cfg: BenchConfig, results: list[Measurement], sources: dict[str, str], device: torch.device,
-           elapsed: float, final: bool = False) -> None:
+           elapsed: float, final: bool = False, extras: dict[str, object] | None = None) -> None:
     """Write the CSVs and metadata (after every configuration, so a long run leaves partial results)."""
     import pandas as pd
 
@@ -322,6 +424,7 @@ def _write(cfg: BenchConfig, results: list[Measurement], sources: dict[str, str]
         "graph_sources": sources,
         "graph_sizes": {k: asdict(v) for k, v in SIZES.items()}, "elapsed_s": elapsed,
         "step": "zero_grad + forward + cross-entropy (all nodes) + backward + Adam",
+        **(extras or {}),
     }
     (cfg.out / "meta.json").write_text(json.dumps(meta, indent=2))
     if final:
@@ -335,13 +438,15 @@ def plot(results: list[Measurement], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    results = [m for m in results if m.variant not in (*E2E_VARIANTS, LAYER_VARIANT)]  # not training steps
     graphs = list(dict.fromkeys(m.graph for m in results))
     if not graphs:
         return
     fig, axes = plt.subplots(2, len(graphs), figsize=(4.2 * len(graphs), 7), squeeze=False)
     styles = {"pyg_gat": ("tab:blue", "--"), "gat": ("tab:blue", ":"), "gat_lip": ("tab:blue", "-"),
               "pyg_gt": ("tab:red", "--"), "gt": ("tab:red", ":"), "gt_lip": ("tab:red", "-"),
-              CKPT_VARIANT: ("tab:green", "-")}
+              CKPT_VARIANT: ("tab:green", "-"), "pyg_san": ("tab:purple", "--"), "san": ("tab:purple", ":"),
+              "san_lip": ("tab:purple", "-")}
     for col, g in enumerate(graphs):
         for variant in dict.fromkeys(m.variant for m in results if m.graph == g):
             ms = sorted((m for m in results if m.graph == g and m.variant == variant), key=lambda m: m.depth)
@@ -390,6 +495,15 @@ def format_report(results: list[Measurement]) -> str:
         if a is not None and b is not None and b.peak_mb > 0:
             parts.append(f"memory cut by checkpointing: process {a.peak_mb / b.peak_mb:.2f}x, "
                          f"tensors {a.tensor_peak_mb / b.tensor_peak_mb:.2f}x")
+        for num, den, label in (("pyg_san", "san", "speed-up pyg_san/san"),
+                                ("pyg_san", "san_lip", "speed-up pyg_san/san_lip"),
+                                ("train_py_pyg", "train_py_fused", "train.py speed-up pyg/fused")):
+            a, b = by_key.get((g, d, num)), by_key.get((g, d, den))
+            if a is not None and b is not None and a.times_s and b.times_s:
+                parts.append(f"{label} {a.median_s / b.median_s:.2f} (cpu {a.cpu_median_s / b.cpu_median_s:.2f})")
+        layer = by_key.get((g, d, LAYER_VARIANT))
+        if layer is not None:
+            parts.append(f"fused GAT-Lip layer fwd+bwd / its floor (CPU time) {layer.ratio_vs_pyg:.2f}")
         if parts:
             lines.append(f"  {g} L={d}: " + "; ".join(parts))
     return "\n".join(lines)

@@ -1,4 +1,11 @@
-"""Attention layers with LipschitzNorm and the normalisation maths (paper §5, eq. 17 and 19)."""
+"""Attention layers with LipschitzNorm and the normalisation maths (paper §5, eq. 17 and 19).
+
+``LipGATConv`` / ``LipTransformerConv`` extend PyG's message-passing layers; ``FusedLipGATConv`` /
+``FusedLipTransformerConv`` (:mod:`lipgnn.nn.fused`) are the same layers on a CSR fast path, imported
+on first use (they compile CPU loops with numba).
+"""
+
+from typing import Any
 
 from lipgnn.nn.lip_gat_conv import LipGATConv
 from lipgnn.nn.lip_transformer_conv import LipTransformerConv
@@ -7,23 +14,40 @@ from lipgnn.nn.lipschitz import (
     REFERENCE_GAT_FACTOR,
     VARIANTS,
     check_variant,
+    eq19_denominator,
     gat_lipschitz_denominator,
     neighbour_max,
+    query_sq_norm_per_head,
     safe_norm,
     safe_sqrt,
     sq_norm,
     transformer_lipschitz_denominator,
 )
 
+_FUSED = ("FusedLipGATConv", "FusedLipTransformerConv")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FUSED:
+        from lipgnn.nn import fused
+
+        return getattr(fused, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "EPS",
     "REFERENCE_GAT_FACTOR",
     "VARIANTS",
+    "FusedLipGATConv",
+    "FusedLipTransformerConv",
     "LipGATConv",
     "LipTransformerConv",
     "check_variant",
+    "eq19_denominator",
     "gat_lipschitz_denominator",
     "neighbour_max",
+    "query_sq_norm_per_head",
     "safe_norm",
     "safe_sqrt",
     "sq_norm",

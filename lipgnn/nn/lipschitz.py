@@ -2,7 +2,13 @@ r"""LipschitzNorm maths as pure functions (Dasoulas, Scaman, Virmaux, ICML 2021,
 
 Every function takes tensors plus an edge index and returns tensors; no module state. The layers
 (:class:`~lipgnn.nn.LipGATConv`, :class:`~lipgnn.nn.LipTransformerConv`) call them, the tests check
-them against hand-computed values, and the fused fast path reuses them.
+them against hand-computed values, and this module is the one definition of the formulas: the fused
+fast path (:mod:`lipgnn.nn.fused`) reuses its helpers and, where it must restate a formula for speed
+(per-node denominators, compiled loops), is tested equal to it in values and gradients.
+
+Tie rule of every maximum here (neighbour maxima, eq. (19)'s maximum of products): the gradient goes
+to the maximising argument, split evenly between tied ones (``scatter(reduce="max")`` and
+``torch.maximum`` both do so); the fast copies follow it.
 
 Conventions:
 
@@ -73,8 +79,9 @@ def neighbour_max(src: Tensor, index: Tensor, num_nodes: int | None = None) -> T
     return scatter(src, index, dim=0, dim_size=num_nodes, reduce="max")
 
 
-def _query_sq_norm_per_head(*atts: Tensor | None) -> Tensor:
-    """Per-head squared norm of the concatenation of attention vectors of shape ``[1, H, C]``."""
+def query_sq_norm_per_head(*atts: Tensor | None) -> Tensor:
+    r"""Per-head squared norm ``[H]`` of the concatenation of attention vectors of shape ``[1, H, C]``
+    (``None`` entries skipped): :math:`\|\mathbf{a}_h\|^2` of eq. 17."""
     total: Tensor | None = None
     for att in atts:
         if att is None:
@@ -165,13 +172,13 @@ def gat_lipschitz_denominator(
         edge_sq = neighbour_max(per_edge, dst, num_nodes)[dst]  # [E, H]: max_j, gathered per edge
         if x_dst is not None:
             edge_sq = edge_sq + sq_norm(x_dst)[dst]
-        query_norm = safe_sqrt(_query_sq_norm_per_head(att_src, att_dst, att_edge), eps)  # [H]
+        query_norm = safe_sqrt(query_sq_norm_per_head(att_src, att_dst, att_edge), eps)  # [H]
         return query_norm * safe_sqrt(edge_sq, eps) + eps
 
     # Reference: the max runs over node norms only; the source (and edge) norm is added per edge.
     max_k = neighbour_max(sq_src, dst, num_nodes)[dst]  # [E, H]
     per_edge = max_k + sq_src if sq_edge is None else max_k + sq_src + sq_edge
-    query_norm = safe_sqrt(_query_sq_norm_per_head(att_src, att_dst, att_edge).sum(), eps)  # scalar
+    query_norm = safe_sqrt(query_sq_norm_per_head(att_src, att_dst, att_edge).sum(), eps)  # scalar
     return REFERENCE_GAT_FACTOR * query_norm * safe_sqrt(per_edge, eps) + eps
 
 
@@ -219,8 +226,17 @@ def transformer_lipschitz_denominator(
         u = safe_norm(query, eps=eps)  # [E, H]: ||q_i|| on each edge entering i
     else:
         u = safe_sqrt(sq_norm(query).sum(dim=0), eps).unsqueeze(0)  # [1, H]: ||Q||_F per head
+    return eq19_denominator(u, v_i, w_i, eps)
+
+
+def eq19_denominator(u: Tensor, v: Tensor, w: Tensor, eps: float = EPS) -> Tensor:
+    r"""Eq. 19's denominator from the three norms: :math:`\max\{u v,\, u w,\, v w\} + \epsilon^2`.
+
+    ``u`` (query norm), ``v`` (key-norm maximum), ``w`` (value-norm maximum) broadcast together. The
+    gradient follows ``torch.maximum``: each of two equal products gets half of it.
+    """
     # The denominator is quadratic in the inputs, so its stabiliser is eps**2 (each factor is already
     # >= eps): a linear eps would bias scores of inputs with norms below ~sqrt(eps) and break the
     # invariance to scaling queries, keys and values together.
-    return torch.maximum(torch.maximum(u * v_i, u * w_i), v_i * w_i) + eps * eps
+    return torch.maximum(torch.maximum(u * v, u * w), v * w) + eps * eps
 

@@ -32,6 +32,11 @@ NON_IDENTITY_KEYS = (
     "dataset.root", "dataset.cache_dir", "dataset.download",
     "train.checkpoint_every", "train.checkpoint_activations", "train.num_threads",
 )
+# Model keys added after records existed: at these values they leave a run's id unchanged, so the
+# records of configs that predate them keep their ids.
+NEUTRAL_TRAIN_DEFAULTS: dict[str, Any] = {"warmup_epochs": 0}
+NEUTRAL_MODEL_DEFAULTS: dict[str, Any] = {"layer_norm": "none", "activation": "default", "nonlocal": False,
+                                          "nonlocal_source": "x", "nonlocal_grad": True}
 RECORD_SCHEMA = 1
 FINISHED = ("completed", "diverged")
 
@@ -55,6 +60,10 @@ def identity_config(cfg: DictConfig) -> dict[str, Any]:
     if model.get("name") not in ATTENTION_MODELS:
         for key in ("heads", "head_aggregation", "attn_dropout", "impl"):
             model.pop(key, None)
+    for node, neutrals in ((model, NEUTRAL_MODEL_DEFAULTS), (container.get("train", {}), NEUTRAL_TRAIN_DEFAULTS)):
+        for key, neutral in neutrals.items():
+            if key in node and node[key] == neutral:
+                node.pop(key)
     return container
 
 

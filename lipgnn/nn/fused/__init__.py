@@ -1,0 +1,78 @@
+r"""CSR fast path for the attention layers (``model.impl=fused``).
+
+PyG's ``MessagePassing`` computes a GAT/GT layer edge by edge: it gathers ``x_j`` for every edge
+(``index_select``, an ``[E, H, C]`` tensor), multiplies it by the attention weight and scatters it
+back; the backward pass repeats both gathers. On CPU those ``E×C`` passes are about 60 % of a deep
+stack's time. Here every ``E×C`` operation is a sparse-matrix product instead, with the attention
+weights as the values of a CSR matrix whose rows are the target nodes; everything else is per node
+(``[N, H, C]``) or per edge and head (``[E, H]`` scalars).
+
+Layout (one job per module, as PyG splits ``torch_geometric.nn.conv`` from ``torch_geometric.utils``):
+
+==========================  ===========================================================================
+``graph``                   :class:`CSRGraph` (self-loops as ``GATConv`` adds them, edges sorted by
+                            target, the transposed CSR) and its cache keyed by the ``edge_index`` tensor
+``sparse``                  SpMM, SDDMM, the row softmax, gathers of per-node terms to the edges and
+                            scatters back, each with a hand-written backward
+``norms``                   fast squared norms and their in-place gradients
+``lipschitz_csr``           LipschitzNorm's eq. (17)/(19) denominators per target node; the definition
+                            is :mod:`lipgnn.nn.lipschitz`, which the tests hold these equal to
+``dropout``                 dropout equal in distribution to ``F.dropout``, without a stored mask
+``kernels``                 the compiled CPU loops (numba) of all of the above; each has an eager twin
+                            in the module that calls it (CUDA, or ``LIPGNN_KERNELS=eager``)
+``gat_conv``                :class:`FusedLipGATConv`
+``transformer_conv``        :class:`FusedLipTransformerConv`
+==========================  ===========================================================================
+
+The layers are drop-in subclasses of :class:`~lipgnn.nn.LipGATConv` and
+:class:`~lipgnn.nn.LipTransformerConv`: same constructor, parameters and ``state_dict``, results equal
+within 1e-5 (values and gradients).
+"""
+
+from lipgnn.nn.fused import kernels
+from lipgnn.nn.fused.dropout import dropout
+from lipgnn.nn.fused.gat_conv import FusedLipGATConv
+from lipgnn.nn.fused.graph import CSRGraph, clear_csr_cache, get_csr_graph
+from lipgnn.nn.fused.lipschitz_csr import (
+    gat_denominator_csr,
+    gat_node_denominator_csr,
+    neighbour_max_csr,
+    transformer_denominator_csr,
+    transformer_scale_csr,
+)
+from lipgnn.nn.fused.norms import add_sq_norm_grad_, row_sq_norm, with_sq_norm
+from lipgnn.nn.fused.sparse import (
+    MAX_SHIFT_FREE_BOUND,
+    csr_sddmm,
+    csr_sddmm_with_norms,
+    csr_softmax,
+    csr_spmm,
+)
+from lipgnn.nn.fused.transformer_conv import FusedLipTransformerConv
+
+# The layers' public home is this package (pickles and reprs name it, and model code imports it).
+FusedLipGATConv.__module__ = __name__
+FusedLipTransformerConv.__module__ = __name__
+
+__all__ = [
+    "MAX_SHIFT_FREE_BOUND",
+    "CSRGraph",
+    "FusedLipGATConv",
+    "FusedLipTransformerConv",
+    "add_sq_norm_grad_",
+    "clear_csr_cache",
+    "csr_sddmm",
+    "csr_sddmm_with_norms",
+    "csr_softmax",
+    "csr_spmm",
+    "dropout",
+    "gat_denominator_csr",
+    "gat_node_denominator_csr",
+    "get_csr_graph",
+    "kernels",
+    "neighbour_max_csr",
+    "row_sq_norm",
+    "transformer_denominator_csr",
+    "transformer_scale_csr",
+    "with_sq_norm",
+]

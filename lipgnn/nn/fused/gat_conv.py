@@ -1,0 +1,197 @@
+r"""GAT with LipschitzNorm on the CSR fast path (``model.impl=fused``)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from lipgnn.nn.fused import kernels
+from lipgnn.nn.fused.base import fallback_reason, finish_heads
+from lipgnn.nn.fused.dropout import dropout
+from lipgnn.nn.fused.graph import CSRGraph, resolve_graph
+from lipgnn.nn.fused.lipschitz_csr import gat_denominator_csr, gat_node_denominator_csr
+from lipgnn.nn.fused.norms import add_sq_norm_grad_, row_sq_norm, sq_norm_nograd
+from lipgnn.nn.fused.sparse import csr_softmax, csr_spmm, gat_edge_scores
+from lipgnn.nn.lip_gat_conv import LipGATConv
+from lipgnn.nn.lipschitz import gat_lipschitz_denominator
+
+__all__ = ["FusedLipGATConv"]
+
+
+class _NodeScores(torch.autograd.Function):
+    """GAT's per-node score terms ``[N, H, 2]`` (``a_src·Wx``, ``a_dst·Wx``) from the projection
+    ``x`` ``[N, H, C]`` and the attention vectors ``att_src``, ``att_dst`` ``[H, C]``, and optionally
+    ``‖Wx‖²`` ``[N, H]`` from the same pass (:func:`lipgnn.nn.fused.kernels.gat_node_terms`; eagerly, one
+    product with the block-diagonal ``[H·C, 2H]`` matrix of attention vectors and a norm pass).
+
+    The projection itself is passed through as the first output, to be used downstream (the SpMM)
+    instead of ``x``. Why: then the whole gradient of ``x`` arrives in this backward, which adds the
+    score and norm terms in place to the SpMM's gradient buffer instead of allocating them and
+    letting autograd sum the two ``[N, H, C]`` gradients.
+    """
+
+    @staticmethod
+    def forward(ctx, x: Tensor, att_src: Tensor, att_dst: Tensor, with_norm: bool):  # type: ignore[override]
+        ctx.save_for_backward(x, att_src, att_dst)
+        ctx.compiled = kernels.available(x, att_src, att_dst)
+        if ctx.compiled:
+            both, sq = kernels.gat_node_terms(x, att_src, att_dst, with_norm)
+        else:
+            both = (x.reshape(x.size(0), -1) @ _block_att(att_src, att_dst)).view(x.size(0), x.size(1), 2)
+            sq = sq_norm_nograd(x) if with_norm else None
+        if not with_norm:
+            return x.view_as(x), both
+        return x.view_as(x), both, sq
+
+    @staticmethod
+    def backward(ctx, grad_pass: Tensor, grad_both: Tensor, grad_sq: Tensor | None = None):  # type: ignore[override]
+        x, att_src, att_dst = ctx.saved_tensors
+        # grad_pass is the gradient of the pass-through, which in FusedLipGATConv feeds only the
+        # SpMM (and, with edge features, the shared denominator): a fresh buffer from the SpMM's
+        # backward or autograd's sum, which nothing else reads, so it is accumulated in place.
+        grad_x = grad_pass if grad_pass.is_contiguous() else grad_pass.contiguous()
+        if ctx.compiled:
+            return (*kernels.gat_node_terms_backward(grad_x, x, att_src, att_dst, grad_both, grad_sq), None)
+        H, C = att_src.shape
+        flat = x.reshape(x.size(0), -1)
+        g = grad_both.reshape(x.size(0), -1)
+        grad_x.view(x.size(0), -1).addmm_(g, _block_att(att_src, att_dst).t())
+        if grad_sq is not None:
+            add_sq_norm_grad_(grad_x, x, grad_sq)
+        # The diagonal blocks of the [H·C, 2H] gradient are the attention vectors' gradients.
+        grad_att = torch.diagonal((flat.t() @ g).view(H, C, H, 2), dim1=0, dim2=2)  # [C, 2, H]
+        return grad_x, grad_att[:, 0].t(), grad_att[:, 1].t(), None
+
+
+def _block_att(att_src: Tensor, att_dst: Tensor) -> Tensor:
+    """Block-diagonal ``[H·C, 2H]``: head ``h``'s ``(a_src, a_dst)`` as columns ``2h, 2h+1``."""
+    return torch.block_diag(*[torch.stack([att_src[h], att_dst[h]], dim=-1) for h in range(att_src.size(0))])
+
+
+class FusedLipGATConv(LipGATConv):
+    r""":class:`~lipgnn.nn.LipGATConv` computed on a cached CSR graph (``model.impl=fused``).
+
+    Same constructor, parameters, ``state_dict`` and results as the reference layer (equal within
+    float rounding, tested to 1e-5 for values and gradients), i.e. GAT's
+
+    .. math::
+        x_i' = \Big\Vert_{h} \sum_{j \in \mathcal{N}(i) \cup \{i\}} a_{ij,h}\, \mathbf{W}_h x_j,
+        \qquad a_{ij,h} = \mathrm{softmax}_j\big(\mathrm{LeakyReLU}(\alpha\, e_{ij,h} / c_{ij,h})\big),
+
+    with :math:`e_{ij,h} = \mathbf{a}_{src,h}^\top \mathbf{W}_h x_j + \mathbf{a}_{dst,h}^\top
+    \mathbf{W}_h x_i` and :math:`c` LipschitzNorm's denominator (eq. 17: :func:`gat_denominator_csr`,
+    or :func:`~lipgnn.nn.lipschitz.gat_lipschitz_denominator` with edge features; without
+    LipschitzNorm :math:`c = \alpha = 1`). The per-node terms (both score halves and
+    :math:`\|\mathbf{W}x\|^2`) come from one pass over the projection, the scores are gathered per
+    edge, the softmax runs over CSR rows
+    (:func:`csr_softmax`) and the weighted sum is one SpMM per head (:func:`csr_spmm`), so no
+    ``[E, H, C]`` tensor is formed unless edge features are used.
+
+    ``edge_index`` may also be a prebuilt :class:`CSRGraph` (``add_self_loops`` must match).
+    Inputs the CSR path does not cover (bipartite ``(x_src, x_dst)``, sparse adjacency, explicit
+    ``size``, ``return_attention_weights``) run the reference :class:`LipGATConv` forward.
+    """
+
+    # Feature dropout on this layer's input: deep models call ``conv.feature_dropout(x, p, training)``
+    # where present (same distribution as ``F.dropout``, several times faster on CPU).
+    feature_dropout = staticmethod(dropout)
+
+    def forward(  # type: ignore[override]
+        self,
+        x: Tensor | tuple[Tensor, Tensor | None],
+        edge_index: Tensor | CSRGraph,
+        edge_attr: Tensor | None = None,
+        size: tuple[int, int] | None = None,
+        return_attention_weights: bool | None = None,
+    ):
+        if fallback_reason(x, edge_index, size, return_attention_weights) is not None:
+            if isinstance(edge_index, CSRGraph):
+                raise ValueError("a CSRGraph edge_index only works with a single node-feature tensor x")
+            return super().forward(x, edge_index, edge_attr, size, return_attention_weights)
+        assert isinstance(x, Tensor)
+        H, C = self.heads, self.out_channels
+        graph = resolve_graph(edge_index, x.size(0), self.add_self_loops)
+        res = self.res(x) if self.res is not None else None
+        if self.lin is not None:
+            x_src = x_dst = self.lin(x).view(-1, H, C)
+        else:
+            x_src = self.lin_src(x).view(-1, H, C)
+            x_dst = self.lin_dst(x).view(-1, H, C)
+
+        if graph.num_edges == 0:
+            out = x_src.new_zeros(graph.num_dst, H, C)
+        else:
+            edge_proj = None
+            if edge_attr is not None and self.lin_edge is not None:
+                if isinstance(edge_index, CSRGraph):
+                    raise ValueError("edge_attr needs the edge_index tensor, not a CSRGraph")
+                ea = graph.edge_values(edge_attr, edge_index, self.fill_value)
+                if ea.dim() == 1:
+                    ea = ea.view(-1, 1)
+                edge_proj = self.lin_edge(ea).view(-1, H, C)
+            # The squared norms ‖Wx‖² of eq. (17) come with the score terms (same pass over Wx)
+            # unless edge features send the layer to the shared per-edge function.
+            need_sq = self.lipschitz_norm and edge_proj is None
+            shared = x_dst is x_src
+            x_src, a_src, a_dst, sq_src, sq_dst = self._node_terms(x_src, x_dst, need_sq)
+            if shared:
+                x_dst = x_src  # every later use goes through the pass-through (one gradient buffer)
+            bound = None
+            if need_sq and self.variant == "paper":
+                # Eq. (17)'s c_i is one value per target, so α / c_i is computed per node and applied
+                # in the same pass that gathers the score terms per edge (no [E, H] denominator).
+                c = gat_node_denominator_csr(sq_src, sq_dst, self.att_src, self.att_dst, graph)
+                score = gat_edge_scores(a_src, a_dst, self.alpha / c, graph)
+                # c_i bounds |a·[Wx_i ‖ Wx_j]| (Cauchy-Schwarz), so |score| <= α before LeakyReLU.
+                bound = self.alpha * max(1.0, abs(self.negative_slope))
+            else:
+                score = self._plain_or_edge_scores(a_src, a_dst, sq_src, sq_dst, x_src, x_dst, edge_proj, graph)
+            score = F.leaky_relu(score, self.negative_slope)
+            alpha = csr_softmax(score, graph, bound)
+            alpha = dropout(alpha, self.dropout, self.training)
+            out = csr_spmm(alpha, x_src, graph)
+
+        out = finish_heads(out, self.concat)
+        if res is not None:
+            out = out + res
+        if self.bias is not None:
+            out = out + self.bias
+        return out
+
+    def _plain_or_edge_scores(
+        self, a_src: Tensor, a_dst: Tensor, sq_src: Tensor | None, sq_dst: Tensor | None, x_src: Tensor,
+        x_dst: Tensor, edge_proj: Tensor | None, graph: CSRGraph,
+    ) -> Tensor:
+        """Scores ``[E, H]`` before LeakyReLU without LipschitzNorm, with edge features or with the
+        reference variant (whose denominator varies along a target's edges)."""
+        score = gat_edge_scores(a_src, a_dst, None, graph)  # [E, H]
+        if edge_proj is not None:
+            score = score + (edge_proj * self.att_edge).sum(-1)
+        if not self.lipschitz_norm:
+            return score
+        if edge_proj is None:
+            denom = gat_denominator_csr(sq_src, sq_dst, self.att_src, self.att_dst, graph, self.variant)
+        else:
+            denom = gat_lipschitz_denominator(
+                x_src, x_dst, self.att_src, self.att_dst, graph.edge_index, graph.num_dst,
+                edge_proj=edge_proj, att_edge=self.att_edge, variant=self.variant,
+            )
+        return self.alpha * score / denom
+
+    def _node_terms(
+        self, x_src: Tensor, x_dst: Tensor, with_norms: bool
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor | None, Tensor | None]:
+        """The projection to use downstream (a pass-through of ``x_src`` for a shared projection, see
+        :class:`_NodeScores`), ``a_src·Wx_j``, ``a_dst·Wx_i`` (``[N, H]``) and, if asked,
+        ``‖Wx_j‖²``, ``‖Wx_i‖²``."""
+        if x_dst is not x_src:  # separate lin_src / lin_dst projections
+            a_src, a_dst = (x_src * self.att_src).sum(-1), (x_dst * self.att_dst).sum(-1)
+            if not with_norms:
+                return x_src, a_src, a_dst, None, None
+            return x_src, a_src, a_dst, row_sq_norm(x_src), row_sq_norm(x_dst)
+        if not with_norms:
+            x_pass, both = _NodeScores.apply(x_src, self.att_src[0], self.att_dst[0], False)
+            return x_pass, both[..., 0], both[..., 1], None, None
+        x_pass, both, sq = _NodeScores.apply(x_src, self.att_src[0], self.att_dst[0], True)
+        return x_pass, both[..., 0], both[..., 1], sq, sq
