@@ -15,12 +15,12 @@ from lipgnn.sweep import sweep_jobs, sweep_status
 CPU_COUNTS = {
     "table1": 5 * 3 * 2 * 3 * 2,   # variants x datasets x rates x depths x seeds
     "table2": 2 * 2 * 3 * 2,       # variants x datasets x depths x seeds
-    "table3": 4 * 1 * 2 * 2 * 2 * 2,  # variants x dataset x depths x lr x dropout x seeds
+    "table3": 4 * 2 * 2 * 2 * 2 * 2,  # variants x datasets x depths x lr x dropout x seeds
     "fig2": 2,
     "fig3": 2 * 4,
     "fig4": 2 * 4 * 2,
     "fig5": 9 * 5,
-    "fig6": 8 * 1 * 4 * 2,  # variants x dataset x depths x lr
+    "fig6": 8 * 2 * 4 * 2,  # variants x datasets x depths x lr
     "fig6_protocol": 3 * 1 * 1 * 2,  # variants (GT, GT-Lip with both formulas) x dataset x depth x seeds
 }
 PAPER_COUNTS = {

@@ -827,7 +827,8 @@ def _final_lr_epoch(history: Any) -> float:
 def _formula_label(variant: Any, config: Any) -> Any:
     """``variant``, marked when its LipschitzNorm uses the authors' code's formula (``norm.variant``)."""
     norm = config.get("norm") if isinstance(config, dict) else None
-    if isinstance(norm, dict) and norm.get("name") == "lip" and norm.get("variant") == "reference":
+    formula = norm.get("formula", norm.get("variant")) if isinstance(norm, dict) else None  # old records: variant
+    if isinstance(norm, dict) and norm.get("name") == "lip" and formula == "reference":
         return f"{variant}{AUTHORS_FORMULA}"
     return variant
 
