@@ -26,7 +26,7 @@ CONF = Path(__file__).resolve().parents[1] / "conf" / "dataset"
 
 
 def _data_root() -> Path | None:
-    for candidate in (os.environ.get("LIPGNN_DATA"), "/work/shared/datasets"):
+    for candidate in (os.environ.get("LIPGNN_DATA"), "data"):
         if candidate and (Path(candidate) / "Cora" / "raw" / "ind.cora.graph").exists():
             return Path(candidate)
     return None
@@ -386,7 +386,7 @@ def ogb_env(tmp_path_factory: pytest.TempPathFactory) -> dict:
     base = tmp_path_factory.mktemp("ogb")
     root = base / "root"
     fixtures = {"ogbn-arxiv": write_arxiv(root), "ogbn-proteins": write_proteins(root)}
-    for path in [p for p in root.rglob("*")] + [root]:  # read-only data root, like /work/shared/datasets
+    for path in [p for p in root.rglob("*")] + [root]:  # a read-only data root, like a shared dataset folder
         path.chmod(0o555 if path.is_dir() else 0o444)
     tasks = {
         name: load(dataset_cfg(name, root=str(root), cache_dir=str(base / "cache"), num_parts=3), 0)

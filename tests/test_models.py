@@ -389,7 +389,7 @@ def test_lipschitznorm_prevents_attention_gradient_explosion() -> None:
 
 
 def _cora(tmp_path: Path):
-    root = Path(os.environ.get("LIPGNN_DATA", "/work/shared/datasets")) / "Cora" / "raw"
+    root = Path(os.environ.get("LIPGNN_DATA", "data")) / "Cora" / "raw"
     if not root.is_dir():
         pytest.skip(f"Cora raw files not found under {root}")
     shutil.copytree(root, tmp_path / "Cora" / "raw")
