@@ -261,7 +261,10 @@ def physical_cores() -> int:
 
 
 def resolve_threads(value: Any, parallel_jobs: int = 1) -> int:
-    """``train.num_threads``: an integer as given, or ``auto`` = physical cores // parallel jobs (>= 1)."""
+    """``train.num_threads``: an integer as given, or ``auto`` = physical cores // parallel jobs (>= 1),
+    capped by ``OMP_NUM_THREADS`` where the environment sets it (a shared machine's own limit)."""
     if value == "auto":
-        return max(1, physical_cores() // max(1, parallel_jobs))
+        threads = max(1, physical_cores() // max(1, parallel_jobs))
+        cap = os.environ.get("OMP_NUM_THREADS", "")
+        return min(threads, int(cap)) if cap.isdigit() and int(cap) > 0 else threads
     return int(value)

@@ -55,7 +55,7 @@ def summary_table(frame: Any) -> Any:
             rows.append({
                 "experiment": experiment, "model": first["model"], "norm": first["norm"],
                 "dataset": first["dataset"], "depth": first["depth"],
-                "differs in": ", ".join(f"{k}={flats[key].get(k)}" for k in varying),
+                "differs in": ", ".join(f"{k}={flats[key][k]}" for k in varying if k in flats[key]),
                 "runs": len(done), "diverged": int((done["status"] == "diverged").sum()),
                 "test @ best val (%)": _mean_std(list(done["best_test"])),
                 "last test (%)": _mean_std(list(done["last_test"])), "config_key": key,

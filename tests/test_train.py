@@ -246,6 +246,9 @@ def test_num_threads_auto_shares_the_cores_between_parallel_jobs(monkeypatch) ->
     from lipgnn import config
 
     monkeypatch.setattr(config, "physical_cores", lambda: 8)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     assert config.resolve_threads("auto", 1) == 8 and config.resolve_threads("auto", 3) == 2
     assert config.resolve_threads("auto", 16) == 1 and config.resolve_threads(3, 4) == 3
     assert compose_cfg().train.num_threads == "auto"
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # a machine-wide cap wins
+    assert config.resolve_threads("auto", 1) == 1
