@@ -12,8 +12,9 @@ from conftest import TINY_TREES, compose_cfg, files_under, run_cli
 def test_help_lists_groups_and_examples(tmp_path: Path) -> None:
     out = run_cli(["--help"], tmp_path)
     assert out.returncode == 0
-    assert "model: gat, gcn, gcnii, ggnn, gin, gt" in out.stdout
-    assert "norm: layernorm, lip, none, pairnorm" in out.stdout
+    # Hydra lists the typed schemas (base_*) of each group beside its options.
+    assert "model: base_gcnii, base_model, gat, gcn, gcnii, ggnn, gin, gt" in out.stdout
+    assert "norm: base_layernorm, base_lip, base_norm, base_pairnorm, layernorm, lip, none, pairnorm" in out.stdout
     assert "python train.py model=gat norm=lip" in out.stdout
     assert files_under(tmp_path) == []
 

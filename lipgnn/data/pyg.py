@@ -44,8 +44,8 @@ def _raw_dir(cls: type, work: Path, pyg_name: str | None) -> Path:
         probe.name = pyg_name
     try:
         return Path(probe.raw_dir)
-    except AttributeError:  # a class whose raw_dir needs more state: PyG's default layout
-        return work / "raw"
+    except AttributeError:  # a class whose raw_dir reads more state: PyG's usual layout (root[/name]/raw)
+        return work / pyg_name / "raw" if pyg_name is not None else work / "raw"
 
 
 def load_pyg(cfg: Any, seed: int, device: torch.device | str | None = None) -> TaskData:

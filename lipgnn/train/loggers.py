@@ -47,8 +47,7 @@ class WandbLogger:
             entity=log_cfg.entity,
             group=str(log_cfg.group),
             tags=tags,
-            name=run_id,
-            id=wandb.util.generate_id(),
+            name=run_id,  # no id: W&B draws a fresh one per attempt
             job_type=str(cfg.experiment_name),
             config={**OmegaConf.to_container(cfg, resolve=True), "run_id": run_id},
             dir=save_dir,
