@@ -9,7 +9,7 @@ RESULTS ?= results
 EXP ?= table3
 BUDGET ?= cpu
 
-.PHONY: install demo test test-slow lint tables figures report sweep sweep-status bench bench-tiny clean
+.PHONY: install demo test test-slow lint tables figures report sweep sweep-status summarize bench bench-tiny clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -21,7 +21,7 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
-demo: install  ## GAT vs GAT-Lip on TREES (+ Cora when a local copy exists), a small comparison table
+demo: install  ## a deep GAT that fails and a GAT-Lip that trains, their attention-gradient norms, a plot (~3 min)
 	$(PY) scripts/demo.py
 
 test: install  ## the test suite (CI runs exactly this)
@@ -42,11 +42,14 @@ figures: install  ## results/figures/fig{2..6}.{png,pdf} from the run records
 report: install  ## results/REPRODUCTION.md: refresh its auto-generated number blocks from the run records
 	$(PY) scripts/make_report.py --results-dir $(RESULTS)
 
-sweep: install  ## run one experiment's sweep here: make sweep EXP=table3 BUDGET=cpu
-	$(PY) train.py -m experiment=$(EXP) budget=$(BUDGET) results_dir=$(RESULTS) hydra/launcher=local
+sweep: install  ## run one experiment's sweep here: make sweep EXP=table3 BUDGET=cpu ARGS="hydra.launcher.n_jobs=1 train.epochs=50"
+	$(PY) train.py -m experiment=$(EXP) budget=$(BUDGET) results_dir=$(RESULTS) hydra/launcher=local $(ARGS)
 
-sweep-status: install  ## done / diverged / failed / missing runs of a sweep: make sweep-status EXP=table3
-	$(VENV)/bin/lipgnn sweep-status $(EXP) --results-dir $(RESULTS) budget=$(BUDGET)
+sweep-status: install  ## done / diverged / failed / missing / outside-the-grid runs of a sweep: make sweep-status EXP=table3
+	$(VENV)/bin/lipgnn sweep-status $(EXP) --results-dir $(RESULTS) budget=$(BUDGET) $(ARGS)
+
+summarize: install  ## mean ± std per configuration + per-run curves of any results folder: make summarize RESULTS=outputs
+	$(VENV)/bin/lipgnn summarize $(RESULTS)
 
 bench: install  ## deep-attention speed/memory benchmark -> results/bench/summary.csv
 	$(PY) -m lipgnn.bench --threads 1 --out $(RESULTS)/bench

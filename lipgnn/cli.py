@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from lipgnn.errors import LipgnnError
+from lipgnn.config import CONF_DIR, check_command_line
+from lipgnn.errors import LipgnnError, RunInterrupted
 
-# An absolute path: Hydra would otherwise look for a Python package named "conf" (editable install = repo root).
-CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
+__all__ = ["CONF_DIR", "main", "train_main"]
+
+
+def _parallel_jobs() -> int:
+    launcher = HydraConfig.get().launcher
+    n_jobs = launcher.get("n_jobs") if "JoblibLauncher" in str(launcher.get("_target_", "")) else None
+    return int(n_jobs) if isinstance(n_jobs, int) and n_jobs > 0 else 1
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
@@ -23,7 +28,10 @@ def _hydra_train(cfg: DictConfig) -> float | None:
 
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     try:
-        record = run(cfg, progress=False if multirun else None)
+        record = run(cfg, progress=False if multirun else None, parallel_jobs=_parallel_jobs() if multirun else 1)
+    except RunInterrupted as exc:
+        print(exc, file=sys.stderr)
+        sys.exit(130)
     except LipgnnError as exc:
         if multirun:
             raise  # the sweep goes on; Hydra reports the failed job at the end
@@ -34,34 +42,56 @@ def _hydra_train(cfg: DictConfig) -> float | None:
 
 
 def train_main() -> None:
-    _hydra_train()
+    # Every job is composed and validated before Hydra starts any: bad input = one line, exit 2, nothing written.
+    try:
+        check_command_line(sys.argv[1:])
+    except LipgnnError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    try:
+        _hydra_train()
+    except KeyboardInterrupt:  # Ctrl-C outside a run (while Hydra composes or launches)
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="lipgnn", description="lipgnn utilities")
     sub = parser.add_subparsers(dest="command", required=True)
     status = sub.add_parser("sweep-status", help="runs done / diverged / failed / missing for an experiment")
-    status.add_argument("experiment", help="experiment name, e.g. table3")
-    status.add_argument("--results-dir", default="results")
+    status.add_argument("experiment", help="experiment name, e.g. table3, or an ad-hoc experiment_name")
+    status.add_argument("--results-dir", default=None, help="default: results (outputs for ad-hoc experiments)")
     status.add_argument("overrides", nargs="*", help="the sweep's overrides, e.g. budget=cpu")
+    summarize = sub.add_parser("summarize", help="mean ± std per configuration and per-run curves of a results folder")
+    summarize.add_argument("results_dir", help="a results_dir, e.g. outputs")
+    summarize.add_argument("--experiment", default=None, help="one experiment folder only")
+    summarize.add_argument("--out", default=None, help="where the table and PNG go (default: <results_dir>/summary)")
     # Overrides may come before or after --results-dir: collect the leftovers too.
     args, extra = parser.parse_known_args(argv)
     unknown = [item for item in extra if item.startswith("-")]
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    if args.command == "sweep-status":
-        from hydra.errors import HydraException
-        from omegaconf.errors import OmegaConfBaseException
+    if args.command == "summarize":
+        from lipgnn.summarize import summarize as run_summary
 
-        from lipgnn.sweep import print_sweep_status
+        try:
+            return run_summary(args.results_dir, args.experiment, args.out)
+        except LipgnnError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    if args.command == "sweep-status":
+        from lipgnn.config import AD_HOC_EXPERIMENT
+        from lipgnn.sweep import is_declared, print_sweep_status
 
         # `experiment=table3` is how train.py spells it: accept it here too.
-        experiment = args.experiment.removeprefix("experiment=")
+        experiment = args.experiment.removeprefix("experiment=").removeprefix("experiment_name=")
+        results_dir = args.results_dir or ("results" if is_declared(experiment) and experiment != AD_HOC_EXPERIMENT
+                                           else "outputs")
         try:
-            return print_sweep_status(experiment, args.results_dir, [*args.overrides, *extra])
-        except (HydraException, OmegaConfBaseException, LipgnnError) as exc:
-            message = str(exc).strip()
-            first = message.splitlines()[0] if message else type(exc).__name__
-            print(f"error: {first} (usage: lipgnn sweep-status table3 budget=cpu)", file=sys.stderr)
+            return print_sweep_status(experiment, results_dir, [*args.overrides, *extra])
+        except Exception as exc:  # Hydra/OmegaConf raise several unrelated types for a bad override
+            from lipgnn.config import format_error
+
+            print(f"error: {format_error(exc)} (usage: lipgnn sweep-status table3 budget=cpu)", file=sys.stderr)
             return 2
     return 1

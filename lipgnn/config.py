@@ -1,28 +1,45 @@
-"""Validation of a composed config: every check runs before any side effect (no file, no download).
+"""The config: where it lives, how it is composed, and the one validation pass every run goes through.
 
-Hydra already rejects unknown group values (``model=foo``) with the list of valid options; this module
-checks what Hydra cannot: value ranges and impossible combinations. Each failure is one
-:class:`~lipgnn.errors.ConfigError` line saying what is wrong and how to fix it.
+Types and unknown keys are enforced by Hydra while composing (the schemas of :mod:`lipgnn.config_schema`);
+:func:`validate` then checks each field's bounds and choices from the same schemas, and the few rules that
+join two keys. Each failure is one :class:`~lipgnn.errors.ConfigError` line saying what is wrong and how
+to fix it, raised before anything is written.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import re
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
+from lipgnn.config_schema import ATTENTION_MODELS, MODELS, NORMS, keyword_fields, register
 from lipgnn.errors import ConfigError
 
-MODELS = ("gcn", "ggnn", "gin", "gat", "gt", "gcnii", "san")
-ATTENTION_MODELS = ("gat", "gt", "san")
-NORMS = ("none", "pairnorm", "layernorm", "lip")
-DATASET_KINDS = ("planetoid", "trees", "ogb")
-LOGGERS = ("none", "wandb")
-SELECTIONS = ("best_val", "last")
-SCHEDULERS = ("none", "plateau")
+# An absolute path: Hydra would otherwise look for a Python package named "conf" (editable install = repo root).
+CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
+
+__all__ = ["ATTENTION_MODELS", "CONF_DIR", "MODELS", "NORMS", "compose", "format_error", "validate"]
+
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+
+register()
+
+# `depth: ${add1:${dataset.tree_depth}}` — TREES models have d+1 layers (Alon & Yahav; paper §7.2).
+if not OmegaConf.has_resolver("add1"):
+    OmegaConf.register_new_resolver("add1", lambda value: int(value) + 1)
+# `results_dir: ${results_root:${experiment_name}}`: paper experiments write into the committed results/,
+# ad-hoc runs (no experiment=) into the git-ignored outputs/.
+AD_HOC_EXPERIMENT = "default"
+if not OmegaConf.has_resolver("results_root"):
+    OmegaConf.register_new_resolver("results_root",
+                                    lambda name: "outputs" if str(name) == AD_HOC_EXPERIMENT else "results")
 
 
 def _require(ok: bool, message: str) -> None:
@@ -30,28 +47,125 @@ def _require(ok: bool, message: str) -> None:
         raise ConfigError(message)
 
 
-def _number(value: Any, key: str) -> float:
+# ---------------------------------------------------------------------------------------------- fields
+def _check_field(key: str, value: Any, meta: dict[str, Any]) -> None:
+    if value is None:
+        _require(bool(meta.get("nullable")), f"{key}=null is not allowed; give a value")
+        return
+    if meta.get("flag"):
+        _require(isinstance(value, bool), f"{key}={value!r} is not a boolean; use {key}=true or {key}=false")
+    if meta.get("choices"):
+        options = meta["choices"]
+        _require(value in options, f"{key}={value!r} is unknown; use one of: {', '.join(map(str, options))}")
+    if meta.get("text"):
+        _require(isinstance(value, str) and (bool(value) or not meta.get("nonempty")),
+                 f"{key}={value!r} must be a non-empty string")
+    if meta.get("threads"):
+        ok = value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1)
+        _require(ok, f"{key}={value!r} is invalid; use auto (cores / parallel jobs) or an integer >= 1")
+    if "ge" in meta:
+        _check_number(key, value, meta)
+
+
+def _check_number(key: str, value: Any, meta: dict[str, Any]) -> None:
     _require(isinstance(value, (int, float)) and not isinstance(value, bool), f"{key}={value!r} must be a number")
-    return float(value)
+    if meta.get("integer"):
+        _require(isinstance(value, int), f"{key}={value!r} must be an integer")
+    _require(value == value and abs(value) != float("inf"), f"{key}={value!r} must be finite")
+    bounds = (("ge", lambda b: value >= b, ">="), ("gt", lambda b: value > b, ">"),
+              ("le", lambda b: value <= b, "<="), ("lt", lambda b: value < b, "<"))
+    for name, ok, _sign in bounds:
+        bound = meta.get(name)
+        if bound is not None and not ok(bound):
+            limits = [f"{s} {meta[n]:g}" for n, _, s in bounds if meta.get(n) is not None]
+            raise ConfigError(f"{key}={value!r} is out of range: it must be {' and '.join(limits)}")
 
 
+def _schema_fields(node: DictConfig) -> dict[str, Any]:
+    schema = OmegaConf.get_type(node)
+    if schema is None or not dataclasses.is_dataclass(schema):
+        return {}
+    fields = {f.name: f for f in dataclasses.fields(schema)}
+    fields.update(keyword_fields(schema))
+    return fields
+
+
+def validate_fields(cfg: DictConfig, prefix: str = "") -> None:
+    """Check every key that has a schema against its bounds/choices (recursively)."""
+    fields = _schema_fields(cfg)
+    for key, spec in fields.items():
+        if key not in cfg:
+            continue
+        value = cfg._get_node(key)
+        dotted = f"{prefix}{key}"
+        if isinstance(value, DictConfig):
+            if OmegaConf.get_type(value) is not None and dataclasses.is_dataclass(OmegaConf.get_type(value)):
+                validate_fields(value, f"{dotted}.")
+            continue
+        if isinstance(value, ListConfig):
+            continue
+        _check_field(dotted, cfg[key], dict(spec.metadata))
+    for key in cfg:
+        if key in fields or (not prefix and key == "hydra"):
+            continue
+        # `+model.foo=3` adds a key even to a typed node (Hydra opens it for `+`): refuse it here.
+        _require(not fields, f"{prefix}{key} is not a config key (valid keys under "
+                             f"{prefix.rstrip('.') or 'the top level'}: {', '.join(fields)})")
+        if isinstance(cfg._get_node(key), DictConfig):
+            validate_fields(cfg[key], f"{prefix}{key}.")
+
+
+# ---------------------------------------------------------------------------------------------- rules
 def validate(cfg: DictConfig) -> None:
     """Raise :class:`ConfigError` on the first invalid value of the composed config."""
-    depth = cfg.depth
-    _require(isinstance(depth, int) and not isinstance(depth, bool) and depth >= 1,
-             f"depth={depth!r} is invalid: the number of message-passing layers must be an integer >= 1")
-    _require(isinstance(cfg.seed, int) and cfg.seed >= 0, f"seed={cfg.seed!r} must be a non-negative integer")
+    try:
+        validate_fields(cfg)
+    except OmegaConfBaseException as exc:  # an interpolation that does not resolve
+        raise ConfigError(format_error(exc)) from None
     _validate_device(str(cfg.device))
-    _validate_model(cfg.model, cfg.norm)
-    _validate_dataset(cfg.dataset)
-    _validate_train(cfg.train)
-    _require(cfg.logger.name in LOGGERS, f"logger={cfg.logger.name!r} is unknown; valid: {', '.join(LOGGERS)}")
+    model, norm, dataset = cfg.model, cfg.norm, cfg.dataset
+    _require(norm.name != "lip" or model.name in ATTENTION_MODELS,
+             f"norm=lip needs an attention model ({', '.join(ATTENTION_MODELS)}); "
+             f"model={model.name} has no attention scores to normalize (use norm=none|pairnorm|layernorm)")
+    if model.name in ATTENTION_MODELS and model.head_aggregation == "concat":
+        _require(model.hidden % model.heads == 0,
+                 f"model.hidden={model.hidden} is not divisible by model.heads={model.heads} "
+                 "(concat splits the width over heads); change one of them or use head_aggregation=mean")
+    _require(model.impl == "pyg" or model.name in ATTENTION_MODELS,
+             f"model.impl=fused exists only for attention models ({', '.join(ATTENTION_MODELS)}), "
+             f"not model={model.name}; use model.impl=pyg")
+    _validate_block_options(model, norm)
+    warmup = cfg.train.get("warmup_epochs", 0)
+    _require(warmup == 0 or cfg.train.scheduler == "none",
+             f"train.warmup_epochs={warmup} sets the learning rate itself; use it with train.scheduler=none")
+    if dataset.get("split") == "random" and dataset.get("train_per_class") is None:
+        total = dataset.train_fraction + dataset.val_fraction + dataset.test_fraction
+        _require(total <= 1.0 + 1e-9,
+                 f"dataset.train_fraction + val_fraction + test_fraction = {total:g} exceeds 1; lower them")
+    if dataset.kind == "pyg":
+        _require(bool(dataset.cls), "dataset.cls is empty: name a torch_geometric.datasets class, e.g. Coauthor")
+
+
+def _validate_block_options(model: DictConfig, norm: DictConfig) -> None:
+    """Cross-key rules of Guan & He's keys (``model.nonlocal``, model=san); ranges live in the schema."""
+    if model.get("nonlocal", False):
+        _require(model.name in ATTENTION_MODELS,
+                 f"model.nonlocal=true needs an attention model ({', '.join(ATTENTION_MODELS)}), "
+                 f"not model={model.name}")
+        _require(model.head_aggregation == "concat",
+                 "model.nonlocal=true scales each head separately; use model.head_aggregation=concat")
+    if model.name == "san":
+        _require(norm.name in ("none", "lip"),
+                 f"norm={norm.name} does not apply to model=san (its LayerNorm is model.layer_norm); use norm=none|lip")
+        _require(model.head_aggregation == "concat",
+                 "model=san concatenates its heads; use model.head_aggregation=concat")
 
 
 def _validate_device(device: str) -> None:
-    _require(bool(_DEVICE_RE.match(device)),
-             f"device={device!r} is unknown; use auto, cpu, cuda or cuda:<index>")
+    _require(bool(_DEVICE_RE.match(device)), f"device={device!r} is unknown; use auto, cpu, cuda or cuda:<index>")
     if device.startswith("cuda"):
+        import torch
+
         _require(torch.cuda.is_available(),
                  f"device={device} but no CUDA device is available here; use device=auto or device=cpu")
         if ":" in device:
@@ -60,105 +174,117 @@ def _validate_device(device: str) -> None:
                      f"device={device} but only {torch.cuda.device_count()} CUDA device(s) exist")
 
 
-def _validate_model(model: DictConfig, norm: DictConfig) -> None:
-    _require(model.name in MODELS, f"model={model.name!r} is unknown; valid: {', '.join(MODELS)}")
-    _require(norm.name in NORMS, f"norm={norm.name!r} is unknown; valid: {', '.join(NORMS)}")
-    _require(norm.name != "lip" or model.name in ATTENTION_MODELS,
-             f"norm=lip needs an attention model ({', '.join(ATTENTION_MODELS)}); "
-             f"model={model.name} has no attention scores to normalize (use norm=none|pairnorm|layernorm)")
-    _require(isinstance(model.hidden, int) and model.hidden >= 1, f"model.hidden={model.hidden!r} must be >= 1")
-    _require(isinstance(model.heads, int) and model.heads >= 1, f"model.heads={model.heads!r} must be >= 1")
-    _require(model.head_aggregation in ("concat", "mean"),
-             f"model.head_aggregation={model.head_aggregation!r} is unknown; use concat or mean")
-    if model.name in ATTENTION_MODELS and model.head_aggregation == "concat":
-        _require(model.hidden % model.heads == 0,
-                 f"model.hidden={model.hidden} is not divisible by model.heads={model.heads} "
-                 "(concat splits the width over heads); change one of them or use head_aggregation=mean")
-    for key in ("dropout", "attn_dropout"):
-        value = _number(model[key], f"model.{key}")
-        _require(0.0 <= value < 1.0, f"model.{key}={value} must lie in [0, 1)")
-    _require(model.impl in ("pyg", "fused"), f"model.impl={model.impl!r} is unknown; use pyg or fused")
-    _require(model.impl == "pyg" or model.name in ATTENTION_MODELS,
-             f"model.impl=fused exists only for attention models (gat, gt, san), not model={model.name}")
-    _validate_block_options(model, norm)
-    if norm.name == "lip":
-        _require(_number(norm.alpha, "norm.alpha") > 0, f"norm.alpha={norm.alpha} must be > 0")
-        _require(norm.variant in ("paper", "reference"),
-                 f"norm.variant={norm.variant!r} is unknown; use paper or reference")
-    if norm.name == "layernorm":
-        _require(norm.mode in ("graph", "node"), f"norm.mode={norm.mode!r} is unknown; use graph or node")
+def validate_launcher(hydra_cfg: DictConfig) -> None:
+    """The launcher can start here: SLURM needs ``sbatch``; joblib needs n_jobs >= 1."""
+    launcher = hydra_cfg.launcher
+    target = str(launcher.get("_target_", ""))
+    if "SlurmLauncher" in target:
+        _require(shutil.which("sbatch") is not None,
+                 "hydra/launcher=slurm needs a SLURM cluster (no sbatch on this machine); "
+                 "use hydra/launcher=local here")
+    if "JoblibLauncher" in target:
+        n_jobs = launcher.get("n_jobs")
+        _require(isinstance(n_jobs, int) and not isinstance(n_jobs, bool) and n_jobs >= 1,
+                 f"hydra.launcher.n_jobs={n_jobs!r} must be an integer >= 1")
 
 
-LAYER_NORMS = ("none", "pre", "post")
-ACTIVATIONS = ("default", "relu", "elu", "gelu", "none")
-INITS = ("default", "xavier")
+# ---------------------------------------------------------------------------------------------- compose
+def format_error(exc: BaseException) -> str:
+    """One line from a Hydra/OmegaConf error chain: what was given, and the innermost reason."""
+    chain: list[BaseException] = []
+    node: BaseException | None = exc
+    while node is not None and node not in chain:
+        chain.append(node)
+        node = node.__cause__ or node.__context__
+    firsts = [str(e).strip().splitlines()[0].strip() for e in chain if str(e).strip()]
+    firsts = [line for line in firsts if "$VALUE" not in line] or [type(exc).__name__]
+    text = str(exc)
+    if "Available options in" in text:  # an unknown group option: list the valid ones (schemas excluded)
+        lines = text.split("Available options in", 1)[1].splitlines()[1:]
+        options = []
+        for line in lines:
+            if not line.startswith("\t"):
+                break
+            if not line.strip().startswith("base_"):
+                options.append(line.strip())
+        return f"{firsts[0]}; available: {', '.join(options)}"
+    missing = next((re.search(r"Missing mandatory value: ([\w.]+)", line) for line in firsts
+                    if "Missing mandatory value" in line), None)
+    if missing:
+        return f"{missing.group(1)} is not set; give {missing.group(1)}=<value>"
+    message = firsts[0]
+    merging = re.match(r"Error merging override (.*)", message)
+    if merging:
+        message = f"{merging.group(1)} is invalid"
+    if len(firsts) > 1 and firsts[1] not in message:
+        message += f": {firsts[1]}"
+    return message
 
 
-def _validate_block_options(model: DictConfig, norm: DictConfig) -> None:
-    """Guan & He's keys: ``model.layer_norm``, ``model.activation`` (every model), ``model.nonlocal``
-    (gat, gt, san), ``model.init`` and SAN's ``ffn_hidden`` (absent keys mean their defaults)."""
-    placement = model.get("layer_norm", "none")
-    _require(placement in LAYER_NORMS,
-             f"model.layer_norm={placement!r} is unknown; use none, pre (x + f(LN(x))) or post (LN(x + f(x)))")
-    activation = model.get("activation", "default")
-    _require(activation in ACTIVATIONS,
-             f"model.activation={activation!r} is unknown; use one of: {', '.join(ACTIVATIONS)}")
-    init = model.get("init", "default")
-    _require(init in INITS, f"model.init={init!r} is unknown; use default (PyTorch's) or xavier")
-    use_nonlocal = model.get("nonlocal", False)
-    _require(isinstance(use_nonlocal, bool), f"model.nonlocal={use_nonlocal!r} must be true or false")
-    if use_nonlocal:
-        _require(model.name in ATTENTION_MODELS,
-                 f"model.nonlocal=true needs an attention model ({', '.join(ATTENTION_MODELS)}), "
-                 f"not model={model.name}")
-        _require(model.head_aggregation == "concat",
-                 "model.nonlocal=true scales each head separately; use model.head_aggregation=concat")
-        source = model.get("nonlocal_source", "x")
-        _require(source in ("x", "xv"), f"model.nonlocal_source={source!r} is unknown; use x or xv")
-        _require(isinstance(model.get("nonlocal_grad", True), bool),
-                 f"model.nonlocal_grad={model.get('nonlocal_grad')!r} must be true or false")
-    if model.name == "san":
-        _require(norm.name in ("none", "lip"),
-                 f"norm={norm.name} does not apply to model=san (its LayerNorm is model.layer_norm); use norm=none|lip")
-        _require(model.head_aggregation == "concat",
-                 "model=san concatenates its heads; use model.head_aggregation=concat")
-        ffn = model.get("ffn_hidden", 1)
-        _require(isinstance(ffn, int) and not isinstance(ffn, bool) and ffn >= 1,
-                 f"model.ffn_hidden={ffn!r} must be an integer >= 1 (the FFN width)")
+def compose(overrides: Sequence[str] = (), *, hydra: bool = False) -> DictConfig:
+    """The config ``train.py <overrides>`` would run, validated; :class:`ConfigError` (one line) if invalid."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    try:
+        if GlobalHydra.instance().is_initialized():
+            cfg = hydra_compose("config", overrides=list(overrides), return_hydra_config=hydra)
+        else:
+            with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+                cfg = hydra_compose("config", overrides=list(overrides), return_hydra_config=hydra)
+    except Exception as exc:  # Hydra and OmegaConf raise several unrelated types for bad input
+        raise ConfigError(format_error(exc)) from None
+    validate(cfg)
+    if hydra:
+        validate_launcher(cfg.hydra)
+    return cfg
 
 
-def _validate_dataset(dataset: DictConfig) -> None:
-    kind = dataset.get("kind")
-    _require(kind in DATASET_KINDS, f"dataset.kind={kind!r} is unknown; valid: {', '.join(DATASET_KINDS)}")
-    rate = dataset.get("missing_rate", 0)
-    rate = _number(rate, "dataset.missing_rate")
-    _require(0.0 <= rate <= 100.0,
-             f"dataset.missing_rate={rate:g} is invalid: it is a percentage of non-training nodes in [0, 100]")
-    _require(rate == 0.0 or kind == "planetoid",
-             f"dataset.missing_rate applies to Planetoid datasets (cora, citeseer, pubmed), not {dataset.name}")
-    if kind == "trees":
-        tree_depth = dataset.tree_depth
-        _require(isinstance(tree_depth, int) and 2 <= tree_depth <= 10,
-                 f"dataset.tree_depth={tree_depth!r} must be an integer in 2..10 (paper §7.2)")
-        _require(isinstance(dataset.num_trees, int) and dataset.num_trees >= 10,
-                 f"dataset.num_trees={dataset.num_trees!r} must be an integer >= 10")
+def check_command_line(argv: Sequence[str]) -> None:
+    """Compose and validate every job ``train.py <argv>`` would start, before Hydra starts any of them.
+
+    Raises :class:`ConfigError` on the first invalid job. Flags Hydra handles itself (``--help``,
+    ``--cfg``, ...) skip the check.
+    """
+    args = list(argv)
+    if any(a.startswith("-") and a not in ("-m", "--multirun") for a in args):
+        return
+    overrides = [a for a in args if a not in ("-m", "--multirun")]
+    multirun = len(overrides) != len(args) or "hydra.mode=MULTIRUN" in overrides
+    if not multirun:
+        compose(overrides, hydra=True)
+        return
+    from lipgnn.sweep import sweep_jobs_from
+
+    jobs, hydra_cfg = sweep_jobs_from(overrides)
+    validate_launcher(hydra_cfg)
+    for job in jobs:
+        compose(job)
 
 
-def _validate_train(train: DictConfig) -> None:
-    _require(isinstance(train.epochs, int) and train.epochs >= 1, f"train.epochs={train.epochs!r} must be >= 1")
-    _require(_number(train.lr, "train.lr") > 0, f"train.lr={train.lr} must be > 0")
-    _require(_number(train.weight_decay, "train.weight_decay") >= 0,
-             f"train.weight_decay={train.weight_decay} must be >= 0")
-    _require(train.selection in SELECTIONS,
-             f"train.selection={train.selection!r} is unknown; valid: {', '.join(SELECTIONS)}")
-    _require(train.scheduler in SCHEDULERS,
-             f"train.scheduler={train.scheduler!r} is unknown; valid: {', '.join(SCHEDULERS)}")
-    _require(isinstance(train.checkpoint_every, int) and train.checkpoint_every >= 0,
-             f"train.checkpoint_every={train.checkpoint_every!r} must be an integer >= 0")
-    warmup = train.get("warmup_epochs", 0)
-    _require(isinstance(warmup, int) and not isinstance(warmup, bool) and warmup >= 0,
-             f"train.warmup_epochs={warmup!r} must be an integer >= 0 (0 = no warm-up)")
-    _require(warmup == 0 or train.scheduler == "none",
-             f"train.warmup_epochs={warmup} sets the learning rate itself; use it with train.scheduler=none")
-    _require(isinstance(train.eval_every, int) and train.eval_every >= 1,
-             f"train.eval_every={train.eval_every!r} must be an integer >= 1")
+def physical_cores() -> int:
+    """Cores this process may use (affinity), counting a hyper-threaded pair once where Linux says so."""
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count() or 1
+    siblings = Path("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list")
+    per_core = 1
+    try:
+        text = siblings.read_text().strip()
+        per_core = max(1, sum(int(b) - int(a) + 1 for a, _, b in (p.partition("-") if "-" in p else (p, "", p)
+                                                                  for p in text.split(","))))
+    except (OSError, ValueError):
+        pass
+    return max(1, usable // per_core)
+
+
+def resolve_threads(value: Any, parallel_jobs: int = 1) -> int:
+    """``train.num_threads``: an integer as given, or ``auto`` = physical cores // parallel jobs (>= 1),
+    capped by ``OMP_NUM_THREADS`` where the environment sets it (a shared machine's own limit)."""
+    if value == "auto":
+        threads = max(1, physical_cores() // max(1, parallel_jobs))
+        cap = os.environ.get("OMP_NUM_THREADS", "")
+        return min(threads, int(cap)) if cap.isdigit() and int(cap) > 0 else threads
+    return int(value)

@@ -11,3 +11,7 @@ class ConfigError(LipgnnError):
 
 class DatasetNotFoundError(LipgnnError):
     """The dataset files are absent from the data root and cannot be downloaded."""
+
+
+class RunInterrupted(LipgnnError):
+    """Ctrl-C during training: the message says whether the run is checkpointed and how to resume."""

@@ -1,9 +1,10 @@
 """Where a result came from: the code's git commit and the versions of the libraries that ran it.
 
 Run records (:mod:`lipgnn.train.run`) and benchmark outputs (:mod:`lipgnn.bench`) both store these.
-The commit they store is :func:`loaded_commit`, taken when ``lipgnn`` was first imported: a sweep's
-worker process keeps the code it imported, so the working tree's ``HEAD`` at the time a record is
-written (perhaps hours and several commits later) can name code that did not run.
+The commit they store is :func:`loaded_commit`, taken once per process when a run (or benchmark) starts,
+right after its code was imported, and reused when the record is written: a sweep's worker process keeps
+the code it imported, so the working tree's ``HEAD`` at the time a record is written (perhaps hours and
+several commits later) can name code that did not run. Nothing runs ``git`` at import time.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ _LOADED_COMMIT: str | None = None
 
 
 def loaded_commit() -> str:
-    """:func:`git_commit` as it was when this module was first imported (``import lipgnn`` does)."""
+    """:func:`git_commit` at this function's first call in the process (``run`` calls it before training)."""
     global _LOADED_COMMIT
     if _LOADED_COMMIT is None:
         _LOADED_COMMIT = git_commit()

@@ -2,21 +2,28 @@
 
 ``lipgnn sweep-status table3 budget=cpu`` composes exactly what ``python train.py -m experiment=table3
 budget=cpu`` would launch (Hydra's own override parser and BasicSweeper expansion), computes each job's
-stable run id, and looks its record up in ``results_dir``: done / diverged / failed / missing.
+stable run id, and looks its record up in ``results_dir``: done / diverged / failed / missing, plus the
+records in the experiment's folder that no job of the declared grid produces ("outside the grid").
+An experiment with no ``conf/experiment/<name>.yaml`` (an ad-hoc sweep, ``experiment_name=<name>``) has
+no declared grid: its records are listed by status.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
+
+# BasicSweeper.split_arguments is the expansion Hydra's multirun itself uses; Hydra exposes no public API
+# for it, so this module reaches into hydra._internal for that one function.
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig
 
-from lipgnn.cli import CONF_DIR
+from lipgnn.config import CONF_DIR
 
 
 def _sweep_overrides(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:
@@ -26,15 +33,21 @@ def _sweep_overrides(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:
     return [f"{k}={v}" for k, v in params.items() if k not in given] + list(overrides)
 
 
+def sweep_jobs_from(overrides: Sequence[str]) -> tuple[list[list[str]], DictConfig]:
+    """The override list of every job of ``train.py -m <overrides>``, in launch order, and the hydra node."""
+    parser = OverridesParser.create()
+    fixed = [o.input_line for o in parser.parse_overrides(list(overrides)) if not o.is_sweep_override()]
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        head = compose("config", overrides=fixed, return_hydra_config=True)
+    parsed = parser.parse_overrides(_sweep_overrides(head, list(overrides)))
+    jobs = [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+    return jobs, head.hydra
+
+
 def sweep_jobs(experiment: str, overrides: Sequence[str] = ()) -> list[list[str]]:
     """The override list of every job of ``train.py -m experiment=<experiment> <overrides>``, in launch order."""
-    fixed = [o.input_line for o in OverridesParser.create().parse_overrides(list(overrides))
-             if not o.is_sweep_override()]
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        head = compose("config", overrides=[f"experiment={experiment}", *fixed], return_hydra_config=True)
-    parsed = OverridesParser.create().parse_overrides(_sweep_overrides(head, list(overrides)))
-    return [[f"experiment={experiment}", *job] for batch in BasicSweeper.split_arguments(parsed, None)
-            for job in batch]
+    jobs, _ = sweep_jobs_from([f"experiment={experiment}", *overrides])
+    return [[f"experiment={experiment}", *(o for o in job if not o.startswith("experiment="))] for job in jobs]
 
 
 def expand_sweep(experiment: str, overrides: Sequence[str] = ()) -> list[DictConfig]:
@@ -44,26 +57,43 @@ def expand_sweep(experiment: str, overrides: Sequence[str] = ()) -> list[DictCon
         return [compose("config", overrides=job) for job in jobs]
 
 
-def sweep_status(experiment: str, results_dir: str | Path, overrides: Sequence[str] = ()) -> list[tuple[str, str]]:
-    """(run_id, status) for every job of the sweep; status is completed|diverged|failed|missing."""
-    from lipgnn.results.store import read_record, run_record_path
-    from lipgnn.train.run import run_id_for
+def is_declared(experiment: str) -> bool:
+    return (Path(CONF_DIR) / "experiment" / f"{experiment}.yaml").is_file()
 
-    out = []
-    for cfg in expand_sweep(experiment, overrides):
-        run_id = run_id_for(cfg)
-        path = run_record_path(results_dir, str(cfg.experiment_name), run_id)
-        record = read_record(path) if path.exists() else None
-        out.append((run_id, record["status"] if record else "missing"))
-    return out
+
+@dataclass
+class SweepStatus:
+    rows: list[tuple[str, str]]  # (run_id, completed|diverged|failed|missing) of each declared job
+    outside: list[tuple[str, str]] = field(default_factory=list)  # records no declared job produces
+
+
+def sweep_status(experiment: str, results_dir: str | Path, overrides: Sequence[str] = ()) -> SweepStatus:
+    from lipgnn.identity import run_id
+    from lipgnn.results.store import read_record, record_paths
+
+    present = {}
+    for path in record_paths(results_dir, experiment):
+        record = read_record(path)
+        if record is not None:
+            present[path.stem] = record.get("status", "failed")
+    if not is_declared(experiment):
+        return SweepStatus(rows=sorted(present.items()))
+    rows = [(rid, present.get(rid, "missing")) for rid in (run_id(cfg) for cfg in expand_sweep(experiment, overrides))]
+    declared = {rid for rid, _ in rows}
+    return SweepStatus(rows=rows, outside=sorted((r, s) for r, s in present.items() if r not in declared))
 
 
 def print_sweep_status(experiment: str, results_dir: str | Path, overrides: Sequence[str] = ()) -> int:
-    rows = sweep_status(experiment, results_dir, overrides)
-    counts = Counter(status for _, status in rows)
-    for run_id, status in rows:
-        if status != "completed":
-            print(f"{status:9s} {run_id}")
-    print(f"{experiment} {' '.join(overrides)}: {len(rows)} runs — {counts['completed']} done, "
-          f"{counts['diverged']} diverged, {counts['failed']} failed, {counts['missing']} missing")
-    return 0 if counts["failed"] == 0 and counts["missing"] == 0 else 1
+    """Print the status; returns 0 (missing or failed runs are reported, not an error of this command)."""
+    status = sweep_status(experiment, results_dir, overrides)
+    counts = Counter(s for _, s in status.rows)
+    for run_id, state in status.rows:
+        if state != "completed":
+            print(f"{state:9s} {run_id}")
+    for run_id, state in status.outside:
+        print(f"outside the grid ({state}) {run_id}")
+    grid = "declared grid" if is_declared(experiment) else "records (ad-hoc: no declared grid)"
+    print(f"{experiment} {' '.join(overrides)}: {len(status.rows)} runs in the {grid} — {counts['completed']} done, "
+          f"{counts['diverged']} diverged, {counts['failed']} failed, {counts['missing']} missing; "
+          f"{len(status.outside)} records outside the grid")
+    return 0

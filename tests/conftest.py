@@ -14,7 +14,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from lipgnn.cli import CONF_DIR
+from lipgnn.config import CONF_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 # Processed datasets go to a per-session cache, never into the repository or the read-only data root.
@@ -27,8 +27,8 @@ torch.set_num_threads(1)
 
 
 def _data_root() -> Path | None:
-    for candidate in (os.environ.get("LIPGNN_DATA"), str(ROOT.parent / "shared" / "datasets"),
-                      "/work/shared/datasets"):
+    # LIPGNN_DATA (the Makefile sets it), else the repository's own data/ folder.
+    for candidate in (os.environ.get("LIPGNN_DATA"), str(ROOT / "data")):
         if candidate and (Path(candidate) / "Cora" / "raw" / "ind.cora.graph").exists():
             return Path(candidate)
     return None

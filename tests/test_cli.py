@@ -6,14 +6,15 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import TINY_TREES, files_under, run_cli
+from conftest import TINY_TREES, compose_cfg, files_under, run_cli
 
 
 def test_help_lists_groups_and_examples(tmp_path: Path) -> None:
     out = run_cli(["--help"], tmp_path)
     assert out.returncode == 0
-    assert "model: gat, gcn, gcnii, ggnn, gin, gt" in out.stdout
-    assert "norm: layernorm, lip, none, pairnorm" in out.stdout
+    # Hydra lists the typed schemas (base_*) of each group beside its options.
+    assert "model: base_gcnii, base_model, gat, gcn, gcnii, ggnn, gin, gt" in out.stdout
+    assert "norm: base_layernorm, base_lip, base_norm, base_pairnorm, layernorm, lip, none, pairnorm" in out.stdout
     assert "python train.py model=gat norm=lip" in out.stdout
     assert files_under(tmp_path) == []
 
@@ -26,25 +27,31 @@ def test_cfg_job_prints_the_composed_config(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["depth=0"], "depth=0 is invalid"),
+    (["depth=0"], "depth=0 is out of range"),
     (["model=gcn", "norm=lip"], "norm=lip needs an attention model"),
-    (["dataset.missing_rate=-1"], "missing_rate=-1 is invalid"),
+    (["dataset.missing_rate=-1"], "missing_rate=-1.0 is out of range"),
     (["device=gpu7"], "device='gpu7' is unknown"),
+    (["overwrite=no"], "overwrite='no' is not a boolean"),
+    (["+model.foo=3"], "model.foo is not a config key"),
+    (["hydra/launcher=slurm"], "needs a SLURM cluster"),
+    # Every job of a sweep is checked before the first one starts.
+    (["-m", "dataset=trees", "train.lr=0.01,-1"], "train.lr=-1.0 is out of range"),
+    (["dataset=trees", "results_dir=blocker/res"], "results_dir=blocker/res is not writable"),
 ])
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path: Path, args: list[str], message: str) -> None:
+    (tmp_path / "blocker").write_text("")  # a file where results_dir wants a folder
     out = run_cli(args, tmp_path)
     assert out.returncode == 2
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     assert lines == [lines[0]] and lines[0].startswith("error: ") and message in lines[0]
-    assert files_under(tmp_path) == []
+    assert files_under(tmp_path) == [tmp_path / "blocker"]
 
 
 def test_unknown_group_value_lists_valid_ones(tmp_path: Path) -> None:
     out = run_cli(["model=transformer"], tmp_path)
-    assert out.returncode != 0
-    assert "Could not find 'model/transformer'" in out.stderr
-    for name in ("gat", "gcn", "gt"):
-        assert f"\t{name}\n" in out.stderr
+    assert out.returncode == 2
+    assert out.stderr.startswith("error: In 'config': Could not find 'model/transformer'; available: gat, gcn, ")
+    assert out.stderr.count("\n") == 1 and "base_model" not in out.stderr
     assert files_under(tmp_path) == []
 
 
@@ -73,3 +80,29 @@ def test_a_run_writes_one_complete_record_and_a_summary_line(tmp_path: Path) -> 
     # nothing else is written: no Hydra outputs/ folder, no .hydra snapshot, no checkpoint left behind
     assert {p.relative_to(tmp_path).parts[0] for p in files_under(tmp_path)} == {"res"}
     assert not (tmp_path / "res" / "checkpoints").exists() or files_under(tmp_path / "res" / "checkpoints") == []
+
+
+def test_summarize_gives_mean_and_std_per_configuration_and_a_curves_png(tmp_path: Path, capsys) -> None:
+    import csv
+
+    from omegaconf import OmegaConf
+
+    from lipgnn.cli import main
+    from lipgnn.identity import run_id
+    from lipgnn.results.store import write_record
+
+    for norm, seed, test in (("none", 0, 0.30), ("none", 1, 0.40), ("lip", 0, 0.70), ("lip", 1, 0.80)):
+        config = OmegaConf.to_container(compose_cfg(["model=gat", f"norm={norm}", f"seed={seed}"]), resolve=True)
+        history = {"epoch": [1, 2], "val": [0.1, 0.2], "test": [0.1, test], "train": [0.1, 0.2], "loss": [1, 1]}
+        write_record(tmp_path, {"run_id": run_id(config), "experiment": "mysweep", "status": "completed",
+                                "config": config, "seed": seed, "history": history,
+                                "best": {"epoch": 2, "val": 0.2, "test": test}, "last": {"epoch": 2, "test": test}})
+    assert main(["summarize", str(tmp_path)]) == 0
+    rows = list(csv.DictReader((tmp_path / "summary" / "summary.csv").open()))
+    by_norm = {row["norm"]: row for row in rows}
+    assert len(rows) == 2 and by_norm["none"]["runs"] == "2"
+    # Hand-computed: mean 35.0, sample std of (30, 40) = 7.07...
+    assert by_norm["none"]["test @ best val (%)"] == "35.0 ± 7.1" and by_norm["lip"]["last test (%)"] == "75.0 ± 7.1"
+    assert by_norm["lip"]["differs in"] == "norm.alpha=1.0, norm.formula=paper"
+    assert (tmp_path / "summary" / "curves.png").stat().st_size > 0
+    assert main(["summarize", str(tmp_path / "empty")]) == 2

@@ -26,7 +26,7 @@ CONF = Path(__file__).resolve().parents[1] / "conf" / "dataset"
 
 
 def _data_root() -> Path | None:
-    for candidate in (os.environ.get("LIPGNN_DATA"), "/work/shared/datasets"):
+    for candidate in (os.environ.get("LIPGNN_DATA"), "data"):
         if candidate and (Path(candidate) / "Cora" / "raw" / "ind.cora.graph").exists():
             return Path(candidate)
     return None
@@ -386,7 +386,7 @@ def ogb_env(tmp_path_factory: pytest.TempPathFactory) -> dict:
     base = tmp_path_factory.mktemp("ogb")
     root = base / "root"
     fixtures = {"ogbn-arxiv": write_arxiv(root), "ogbn-proteins": write_proteins(root)}
-    for path in [p for p in root.rglob("*")] + [root]:  # read-only data root, like /work/shared/datasets
+    for path in [p for p in root.rglob("*")] + [root]:  # a read-only data root, like a shared dataset folder
         path.chmod(0o555 if path.is_dir() else 0o444)
     tasks = {
         name: load(dataset_cfg(name, root=str(root), cache_dir=str(base / "cache"), num_parts=3), 0)
@@ -484,3 +484,65 @@ def test_ogb_missing_files_one_clear_error(tmp_path: Path, monkeypatch: pytest.M
     (partial / "ogbn_proteins" / "RELEASE_v1.txt").unlink()
     with pytest.raises(DatasetNotFoundError, match="ogbn-proteins not found.*RELEASE_v1.txt"):
         load(dataset_cfg("ogbn-proteins", root=str(partial), cache_dir=str(tmp_path / "c"), download=False), 0)
+
+
+# ------------------------------------------------------------------------------------- random splits, pyg
+
+
+def test_random_split_is_seeded_and_follows_its_policy() -> None:
+    from lipgnn.data.splits import random_split
+
+    y = torch.arange(4).repeat_interleave(25)  # 100 nodes, 4 classes of 25
+    kwargs = {"train_per_class": None, "train_fraction": 0.6, "val_fraction": 0.2, "test_fraction": 0.2}
+    train, val, test = random_split(y, "toy", 0, **kwargs)
+    assert (int(train.sum()), int(val.sum()), int(test.sum())) == (60, 20, 20)
+    assert not (train & val).any() and not (train & test).any() and not (val & test).any()
+    again = random_split(y, "toy", 0, **kwargs)
+    other = random_split(y, "toy", 1, **kwargs)
+    assert torch.equal(again[0], train) and not torch.equal(other[0], train)
+    train, val, test = random_split(y, "toy", 0, **{**kwargs, "train_per_class": 5, "val_fraction": 0.25,
+                                                    "test_fraction": 0.75})
+    assert [int((train & (y == c)).sum()) for c in range(4)] == [5, 5, 5, 5]
+    assert (int(val.sum()), int(test.sum())) == (20, 60)  # the other 80 nodes, split 1:3
+
+
+@needs_planetoid
+def test_planetoid_random_split_is_recorded_with_the_real_root(tmp_path: Path) -> None:
+    cfg = dataset_cfg("cora", root=str(DATA_ROOT), cache_dir=str(tmp_path), download=False, split="random")
+    task = load(cfg, 3)
+    data = single(task)
+    assert (int(data.train_mask.sum()), int(data.val_mask.sum()), int(data.test_mask.sum())) == (1625, 542, 541)
+    assert task.info["split"] == "random" and task.info["split_seed"] == 3 and task.info["train_fraction"] == 0.6
+    assert task.info["raw_dir"] == str((DATA_ROOT / "Cora" / "raw").resolve())
+
+
+@needs_planetoid
+def test_a_nonexistent_root_fails_even_when_the_cache_holds_a_copy(tmp_path: Path) -> None:
+    load(dataset_cfg("cora", root=str(DATA_ROOT), cache_dir=str(tmp_path), download=False), 0)
+    with pytest.raises(DatasetNotFoundError, match="expected /nonexistent/Cora/raw/ind.cora"):
+        load(dataset_cfg("cora", root="/nonexistent", cache_dir=str(tmp_path), download=False), 0)
+
+
+@needs_planetoid
+def test_pyg_loads_a_torch_geometric_class_from_a_read_only_root(tmp_path: Path) -> None:
+    """dataset=pyg with a class that has its own masks (Planetoid) uses them; the root is never written."""
+    root = tmp_path / "root"
+    shutil.copytree(DATA_ROOT / "Cora" / "raw", root / "Cora" / "raw")
+    for path in [*root.rglob("*"), root]:
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    cfg = dataset_cfg("pyg", root=str(root), cache_dir=str(tmp_path / "cache"), cls="Planetoid", pyg_name="Cora")
+    cfg.name = "cora-pyg"
+    task = load(cfg, 0)
+    data = single(task)
+    assert int(data.train_mask.sum()) == 140 and task.info["split"] == "public" and task.spec.num_classes == 7
+    assert sorted(p.name for p in root.iterdir()) == ["Cora"] and not (root / "Cora" / "processed").exists()
+    with pytest.raises(ConfigError, match="not a class of torch_geometric.datasets"):
+        load(dataset_cfg("pyg", cls="Nope", root=str(root)), 0)
+
+
+@pytest.mark.slow
+def test_coauthor_cs_loads_with_a_random_split() -> None:
+    if DATA_ROOT is None or not (DATA_ROOT / "CS" / "raw").is_dir():
+        pytest.skip("Coauthor CS raw file not available under LIPGNN_DATA")
+    task = load(dataset_cfg("cs", root=str(DATA_ROOT)), 0)
+    assert task.spec.num_classes == 15 and task.info["split"] == "random" and task.info["num_train"] == 11000

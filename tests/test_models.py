@@ -23,7 +23,6 @@ from lipgnn.models import (
     attention_parameters,
     build_model,
 )
-from lipgnn.models.builder import FUSED_GAT_NAME, FUSED_GT_NAME
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 NON_ATTENTION = [m for m in MODEL_NAMES if m not in ATTENTION_MODELS]
@@ -114,33 +113,23 @@ def test_config_errors() -> None:
         build_model(model_cfg("gat", heads=3), norm_cfg("none"), spec, 2)
     with pytest.raises(ConfigError, match=r"impl=fused exists only for attention models"):
         build_model(model_cfg("gcn", impl="fused"), norm_cfg("none"), spec, 2)
-    with pytest.raises(ConfigError, match=r"norm.variant=exact is unknown"):
-        build_model(model_cfg("gat"), norm_cfg("lip", variant="exact"), spec, 2)
+    with pytest.raises(ConfigError, match=r"norm.formula=exact is unknown"):
+        build_model(model_cfg("gat"), norm_cfg("lip", formula="exact"), spec, 2)
     with pytest.raises(ConfigError, match=r"norm.mode=batch is unknown"):
         build_model(model_cfg("gt"), norm_cfg("layernorm", mode="batch"), spec, 2)
 
 
-def test_impl_fused_is_a_config_error_until_it_exists() -> None:
-    try:
-        import lipgnn.nn.fused as fused
-
-        available = hasattr(fused, FUSED_GAT_NAME) and hasattr(fused, FUSED_GT_NAME)
-    except ImportError:
-        available = False
-    if not available:
-        with pytest.raises(ConfigError, match=r"^model.impl=fused is not available yet"):
-            build_model(model_cfg("gat", impl="fused"), norm_cfg("lip"), DataSpec(8, 3), 2)
-    else:
-        x, edge_index, _ = random_graph()
-        for model in ATTENTION_MODELS:
-            cfg = {"heads": 2, "dropout": 0.0, "attn_dropout": 0.0}
-            fused_net = build_model(model_cfg(model, impl="fused", **cfg), norm_cfg("lip"), DataSpec(8, 3), 3)
-            assert type(fused_net.attention_layers()[0]).__module__ == "lipgnn.nn.fused"
-            pyg_net = build_model(model_cfg(model, **cfg), norm_cfg("lip"), DataSpec(8, 3), 3)
-            fused_net.load_state_dict(pyg_net.state_dict())  # same keys: the switch is state-dict neutral
-            # The switch point hands both implementations the same constructor arguments.
-            torch.testing.assert_close(fused_net.eval()(x, edge_index), pyg_net.eval()(x, edge_index),
-                                       rtol=1e-5, atol=1e-5)
+def test_impl_fused_builds_the_fused_layers_with_the_pyg_state_dict() -> None:
+    x, edge_index, _ = random_graph()
+    for model in ATTENTION_MODELS:
+        cfg = {"heads": 2, "dropout": 0.0, "attn_dropout": 0.0}
+        fused_net = build_model(model_cfg(model, impl="fused", **cfg), norm_cfg("lip"), DataSpec(8, 3), 3)
+        assert type(fused_net.attention_layers()[0]).__module__ == "lipgnn.nn.fused"
+        pyg_net = build_model(model_cfg(model, **cfg), norm_cfg("lip"), DataSpec(8, 3), 3)
+        fused_net.load_state_dict(pyg_net.state_dict())  # same keys: the switch is state-dict neutral
+        # The switch point hands both implementations the same constructor arguments.
+        torch.testing.assert_close(fused_net.eval()(x, edge_index), pyg_net.eval()(x, edge_index),
+                                   rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("model", ATTENTION_MODELS)
@@ -159,7 +148,7 @@ def test_dropouts_and_options_are_wired() -> None:
     gat = build_model(model_cfg("gat", dropout=0.6, attn_dropout=0.3), norm_cfg("lip", alpha=2.0), DataSpec(8, 3), 3)
     assert [b.dropout for b in gat.blocks] == [0.6] * 3
     assert all((c.lipschitz_norm, c.alpha, c.variant) == (True, 2.0, "paper") for c in gat.attention_layers())
-    ref = build_model(model_cfg("gt"), norm_cfg("lip", variant="reference"), DataSpec(8, 3), 2)
+    ref = build_model(model_cfg("gt"), norm_cfg("lip", formula="reference"), DataSpec(8, 3), 2)
     assert all((c.lipschitz_norm, c.variant) == (True, "reference") for c in ref.attention_layers())
     plain = build_model(model_cfg("gat"), norm_cfg("pairnorm"), DataSpec(8, 3), 2)
     assert not any(c.lipschitz_norm for c in plain.attention_layers())
@@ -400,7 +389,7 @@ def test_lipschitznorm_prevents_attention_gradient_explosion() -> None:
 
 
 def _cora(tmp_path: Path):
-    root = Path(os.environ.get("LIPGNN_DATA", "/work/shared/datasets")) / "Cora" / "raw"
+    root = Path(os.environ.get("LIPGNN_DATA", "data")) / "Cora" / "raw"
     if not root.is_dir():
         pytest.skip(f"Cora raw files not found under {root}")
     shutil.copytree(root, tmp_path / "Cora" / "raw")

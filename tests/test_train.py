@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import TINY_TREES, compose_cfg, run_cli
 
 from lipgnn.train.run import run, run_id_for
@@ -115,13 +116,19 @@ def test_wandb_offline_run_writes_its_metrics_locally(tmp_path: Path, monkeypatc
     cfg = compose_cfg([*TINY_TREES, "logger=wandb", "train.epochs=2", f"results_dir={tmp_path}",
                        "logger.project=lipgnn-test"])
     record = run(cfg)
-    runs = list((tmp_path / "wandb").glob("offline-run-*"))
-    assert len(runs) == 1 and record["run_id"] in runs[0].name
+    again = run(compose_cfg([*TINY_TREES, "logger=wandb", "train.epochs=2", f"results_dir={tmp_path}",
+                             "logger.project=lipgnn-test", "overwrite=true"]))
+    runs = sorted((tmp_path / "wandb").glob("offline-run-*"))
+    # Each attempt is its own W&B run (a fresh id), named by the run id.
+    assert len(runs) == 2 and runs[0].name.rsplit("-", 1)[1] != runs[1].name.rsplit("-", 1)[1]
+    assert again["run_id"] == record["run_id"]
+    runs = runs[:1]
     # wandb 0.31 keeps offline runs as one protobuf log (synced later by `wandb sync`); its values are
     # JSON-encoded, so what we logged can be checked byte for byte.
     (log_file,) = runs[0].glob("*.wandb")
     data = log_file.read_bytes()
-    for key in ("lipgnn-test", "loss", "val_loss", "best_val", "epochs_run", "completed", "trees"):
+    for key in ("lipgnn-test", "loss", "val_loss", "best_val", "epochs_run", "completed", "trees", "lr",
+                record["run_id"]):
         assert key.encode() in data, key
     for value in (record["best"]["val"], record["history"]["loss"][0], record["history"]["loss"][1]):
         assert json.dumps(value).encode() in data
@@ -142,3 +149,106 @@ def test_ogb_datasets_train_end_to_end_from_files_in_ogbs_format(
     assert record["status"] == "completed" and record["metric"] == metric
     assert record["epochs_run"] == 3
     assert all(0.0 <= record["history"][split][-1] <= 1.0 for split in ("train", "val", "test"))
+
+
+# ------------------------------------------------------------------ resume, overwrite, interruption (#16)
+def _interrupt_at(monkeypatch: pytest.MonkeyPatch, epoch: int) -> None:
+    """Ctrl-C after ``epoch`` (after that epoch's checkpoint), like a user pressing it mid-run."""
+    from lipgnn.train import faults
+
+    def press(run_id: str, at: int) -> None:
+        if at == epoch:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(faults, "maybe_kill", press)
+
+
+CKPT = [*TINY_TREES, "train.epochs=5", "train.checkpoint_every=2"]
+
+
+def test_ctrl_c_says_whether_the_run_is_checkpointed_and_how_to_resume(tmp_path: Path, monkeypatch) -> None:
+    from lipgnn.errors import RunInterrupted
+
+    _interrupt_at(monkeypatch, 3)
+    with pytest.raises(RunInterrupted, match=r"checkpointed at epoch 2; run the same command again to resume"):
+        run(compose_cfg([*CKPT, f"results_dir={tmp_path}"]))
+    with pytest.raises(RunInterrupted, match=r"was not checkpointed \(train.checkpoint_every=0\)"):
+        run(compose_cfg([*TINY_TREES, "train.epochs=5", f"results_dir={tmp_path / 'b'}"]))
+    assert not list(tmp_path.rglob("*.json"))  # an interrupted run leaves no record
+
+
+def test_resume_names_epoch_and_commit_and_wall_time_covers_every_segment(tmp_path: Path, monkeypatch,
+                                                                          capsys) -> None:
+    from lipgnn.train.checkpoint import load_checkpoint
+    from lipgnn.train.run import checkpoint_path
+
+    cfg = compose_cfg([*CKPT, f"results_dir={tmp_path}"])
+    with monkeypatch.context() as patch:
+        _interrupt_at(patch, 3)
+        with pytest.raises(Exception, match="interrupted"):
+            run(cfg)
+    saved = load_checkpoint(checkpoint_path(cfg, run_id_for(cfg)), torch.device("cpu"))
+    assert saved["epoch"] == 2 and saved["git_commit"] and saved["wall_time_s"] > 0
+    record = run(cfg)
+    out = capsys.readouterr().out
+    assert f"resuming from epoch 2 (checkpoint written by commit {saved['git_commit']}" in out
+    assert record["resumed_from"] == 2 and record["wall_time_s"] >= saved["wall_time_s"]
+
+
+@pytest.mark.parametrize("fresh", ["overwrite=true", "resume=false"])
+def test_overwrite_and_resume_false_start_from_scratch(tmp_path: Path, monkeypatch, capsys, fresh: str) -> None:
+    cfg = compose_cfg([*CKPT, f"results_dir={tmp_path}"])
+    with monkeypatch.context() as patch:
+        _interrupt_at(patch, 3)
+        with pytest.raises(Exception, match="interrupted"):
+            run(cfg)
+    record = run(compose_cfg([*CKPT, f"results_dir={tmp_path}", fresh]))
+    assert record["resumed_from"] is None and "deleting its checkpoint and starting from epoch 0" in \
+        capsys.readouterr().out
+
+
+def test_a_checkpoint_of_other_code_is_refused_unless_allowed(tmp_path: Path, monkeypatch) -> None:
+    from lipgnn.errors import ConfigError
+    from lipgnn.train import run as run_module
+
+    cfg = compose_cfg([*CKPT, f"results_dir={tmp_path}"])
+    with monkeypatch.context() as patch:
+        _interrupt_at(patch, 3)
+        with pytest.raises(Exception, match="interrupted"):
+            run(cfg)
+    monkeypatch.setattr(run_module, "loaded_commit", lambda: "0000000-other-code")
+    with pytest.raises(ConfigError, match=r"written by commit .* but this code is 0000000-other-code: rerun with "
+                                          r"allow_code_change=true"):
+        run(cfg)
+    record = run(compose_cfg([*CKPT, f"results_dir={tmp_path}", "allow_code_change=true"]))
+    assert record["resumed_from"] == 2
+
+
+def test_unwritable_results_dir_is_one_line_before_training(tmp_path: Path) -> None:
+    from lipgnn.errors import ConfigError
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(ConfigError, match=r"results_dir=.*a-file/res is not writable") as err:
+        run(compose_cfg([*TINY_TREES, f"results_dir={blocker}/res"]))
+    assert "\n" not in str(err.value)
+
+
+def test_a_diverged_run_prints_its_reason(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("LIPGNN_FAULT", "nan@gat-none:1")
+    run(compose_cfg([*TINY_TREES, "train.epochs=3", f"results_dir={tmp_path}"]))
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert line.startswith("[diverged]") and "non-finite training loss (nan) at epoch 1" in line
+    assert "no evaluated epoch before" in line and "None" not in line
+
+
+def test_num_threads_auto_shares_the_cores_between_parallel_jobs(monkeypatch) -> None:
+    from lipgnn import config
+
+    monkeypatch.setattr(config, "physical_cores", lambda: 8)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert config.resolve_threads("auto", 1) == 8 and config.resolve_threads("auto", 3) == 2
+    assert config.resolve_threads("auto", 16) == 1 and config.resolve_threads(3, 4) == 3
+    assert compose_cfg().train.num_threads == "auto"
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # a machine-wide cap wins
+    assert config.resolve_threads("auto", 1) == 1

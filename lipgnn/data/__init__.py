@@ -1,7 +1,8 @@
 """Dataset layer: ``load(dataset_cfg, seed) -> TaskData`` dispatching on ``dataset_cfg.kind``.
 
 kinds: ``planetoid`` (Cora/CiteSeer/PubMed, optional missing-vector setting), ``trees`` (Tree-NeighborsMatch),
-``ogb`` (ogbn-arxiv, ogbn-proteins). See docs/ARCHITECTURE.md for the batch conventions.
+``ogb`` (ogbn-arxiv, ogbn-proteins), ``pyg``
+(any class of torch_geometric.datasets, e.g. Coauthor CS). See docs/ARCHITECTURE.md for the batch conventions.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from lipgnn.data.common import cfg_get
 from lipgnn.data.spec import DataSpec, TaskData, accuracy
 from lipgnn.errors import ConfigError
 
-KINDS = ("planetoid", "trees", "ogb")
+KINDS = ("planetoid", "trees", "ogb", "pyg")
 
 __all__ = ["DataSpec", "TaskData", "accuracy", "load", "KINDS"]
 
@@ -38,4 +39,8 @@ def load(dataset_cfg: Any, seed: int, device: torch.device | str | None = None) 
         from lipgnn.data.ogb import load_ogb
 
         return load_ogb(dataset_cfg, seed, device)
+    if kind == "pyg":
+        from lipgnn.data.pyg import load_pyg
+
+        return load_pyg(dataset_cfg, seed, device)
     raise ConfigError(f"dataset.kind={kind!r} is unknown; use one of {', '.join(KINDS)}")

@@ -112,18 +112,11 @@ def mirror_file(src: Path, dst: Path) -> bool:
 @contextlib.contextmanager
 def file_lock(path: Path) -> Iterator[None]:
     """Exclusive lock on ``path`` while PyG/ogb process into a shared cache (parallel multirun jobs)."""
+    from filelock import FileLock
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: no locking (processing races are then possible but rare)
+    with FileLock(str(path)):
         yield
-        return
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def mirror_files(src_dir: Path, dst_dir: Path, names: Iterable[str]) -> bool:

@@ -1,4 +1,5 @@
-"""Planetoid citation graphs (Cora, CiteSeer, PubMed) with the public split, through PyG's ``Planetoid``.
+"""Planetoid citation graphs (Cora, CiteSeer, PubMed) through PyG's ``Planetoid``: the public split, or a
+seeded random one (``dataset.split=random``, :mod:`lipgnn.data.splits`).
 
 The data root may be read-only (e.g. a shared dataset folder) while PyG writes ``processed/`` beside
 ``raw/``: the raw files are therefore mirrored (symlinks) into ``cache_dir/<Name>/raw`` and PyG processes
@@ -27,11 +28,12 @@ from lipgnn.data.common import (
 )
 from lipgnn.data.missing import apply_missing_vector, check_rate
 from lipgnn.data.spec import DataSpec, TaskData
+from lipgnn.data.splits import apply_split
 from lipgnn.errors import ConfigError, DatasetNotFoundError
 
 NAMES = ("Cora", "CiteSeer", "PubMed")
 SUFFIXES = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
-# The URL PyG's Planetoid downloads from (kimiyoung/planetoid, see /work/shared/datasets/SOURCES.md).
+# The URL PyG's Planetoid downloads from (kimiyoung/planetoid).
 URL = "https://github.com/kimiyoung/planetoid/raw/master/data"
 URL_HOST = "github.com"
 
@@ -55,18 +57,28 @@ def _download(name: str, folder: Path) -> None:
 
 
 def locate_raw(name: str, root: Path, cache_dir: Path, download: bool) -> Path:
-    """Folder holding the 8 raw files of ``name``; downloads them if allowed, else one clear error."""
+    """Folder holding the 8 raw files of ``name``; downloads them if allowed, else one clear error.
+
+    The files are looked up under ``root`` only (``cache_dir/<Name>/raw`` is a mirror of them, never a
+    source: a mistyped ``dataset.root`` must fail, not reuse an earlier run's files). A download goes into
+    ``root`` when it is writable, else into ``cache_dir/downloads`` (and the record names that folder).
+    """
     files = raw_file_names(name)
-    for folder in (root / name / "raw", cache_dir / name / "raw"):
-        if all_exist(folder, files):
-            return folder
+    downloaded = cache_dir / "downloads" / name / "raw"
+    if all_exist(root / name / "raw", files):
+        return root / name / "raw"
+    if not root.exists() and not is_writable_dir(root):
+        raise DatasetNotFoundError(f"dataset.root={root} does not exist; set dataset.root or LIPGNN_DATA to the "
+                                   f"folder holding {name}/raw")
+    if download and all_exist(downloaded, files) and not is_writable_dir(root / name / "raw"):
+        return downloaded
     if not download:
         reason = "dataset.download is false"
     elif not network_reachable(URL_HOST):
         reason = f"no network: {URL_HOST} unreachable"
     else:
         # Prefer the data root (shared by later runs); fall back to the cache when the root is read-only.
-        target = root / name / "raw" if is_writable_dir(root / name / "raw") else cache_dir / name / "raw"
+        target = root / name / "raw" if is_writable_dir(root / name / "raw") else downloaded
         try:
             _download(name, target)
             return target
@@ -79,8 +91,9 @@ def locate_raw(name: str, root: Path, cache_dir: Path, download: bool) -> Path:
     )
 
 
-def load_planetoid_data(name: str, root: Path, cache_dir: Path, download: bool) -> Data:
-    """The processed PyG graph (public split), processed under ``cache_dir`` and never under ``root``."""
+def load_planetoid_data(name: str, root: Path, cache_dir: Path, download: bool) -> tuple[Data, Path]:
+    """The processed PyG graph (public split), processed under ``cache_dir`` and never under ``root``, and
+    the folder its raw files came from."""
     from torch_geometric.datasets import Planetoid
 
     raw = locate_raw(name, root, cache_dir, download)
@@ -99,7 +112,7 @@ def load_planetoid_data(name: str, root: Path, cache_dir: Path, download: bool) 
             ) from exc
     data = dataset[0]
     return Data(x=data.x, edge_index=data.edge_index, y=data.y, train_mask=data.train_mask,
-                val_mask=data.val_mask, test_mask=data.test_mask)
+                val_mask=data.val_mask, test_mask=data.test_mask), raw
 
 
 def load_planetoid(cfg: Any, seed: int, device: torch.device | str | None = None) -> TaskData:
@@ -114,8 +127,10 @@ def load_planetoid(cfg: Any, seed: int, device: torch.device | str | None = None
     cache_dir = Path(str(cfg_get(cfg, "cache_dir", DEFAULT_CACHE))).expanduser()
     download = as_bool(cfg_get(cfg, "download", False), "download")
 
-    data = load_planetoid_data(name, root, cache_dir, download)
+    data, raw = load_planetoid_data(name, root, cache_dir, download)
+    split_info = apply_split(data, cfg, name, seed, has_masks=True)
     data, info = apply_missing_vector(data, rate, name, seed)
+    info.update(split_info, raw_dir=str(raw.resolve()))
     info.update(num_nodes=int(data.num_nodes), num_edges=int(data.num_edges),
                 num_train=int(data.train_mask.sum()), num_val=int(data.val_mask.sum()),
                 num_test=int(data.test_mask.sum()))

@@ -1,6 +1,6 @@
 """Model zoo: deep GCN / GGNN / GIN / GAT / GT / GCNII with none | pairnorm | layernorm | lip."""
 
-from lipgnn.models.blocks import EmbeddingSum, GNNBlock, count_parameters
+from lipgnn.models.blocks import EmbeddingSum, GNNBlock
 from lipgnn.models.builder import (
     ATTENTION_MODELS,
     MODEL_NAMES,
@@ -22,5 +22,4 @@ __all__ = [
     "attention_grad_norms",
     "attention_parameters",
     "build_model",
-    "count_parameters",
 ]

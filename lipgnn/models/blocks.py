@@ -168,9 +168,4 @@ class GNNBlock(nn.Module):
         return f"call={self.call}, dropout={self.dropout}, residual={self.residual}, placement={self.placement}"
 
 
-def count_parameters(module: nn.Module) -> int:
-    """Number of trainable scalars (recorded in run info)."""
-    return sum(p.numel() for p in module.parameters() if p.requires_grad)
-
-
-__all__ = ["CONV_CALLS", "LN_PLACEMENTS", "EmbeddingSum", "GNNBlock", "count_parameters"]
+__all__ = ["CONV_CALLS", "LN_PLACEMENTS", "EmbeddingSum", "GNNBlock"]

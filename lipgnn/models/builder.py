@@ -33,7 +33,6 @@ whichever norm they were trained with.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from torch import nn
@@ -62,10 +61,6 @@ LAYERNORM_MODES: tuple[str, ...] = ("graph", "node")
 HEAD_AGGREGATIONS: tuple[str, ...] = ("concat", "mean")
 #: ``model.activation``: ``default`` is the model's own choice in :data:`_ACTIVATIONS`.
 ACTIVATION_NAMES: tuple[str, ...] = ("default", "relu", "elu", "gelu", "none")
-
-# Names that lipgnn.nn.fused must export for model.impl=fused.
-FUSED_GAT_NAME = "FusedLipGATConv"
-FUSED_GT_NAME = "FusedLipTransformerConv"
 
 _ACTIVATIONS: dict[str, type[nn.Module] | None] = {
     "gcn": nn.ReLU,
@@ -139,13 +134,9 @@ def attention_conv_classes(impl: str) -> tuple[type[nn.Module], type[nn.Module]]
 
         return LipGATConv, LipTransformerConv
     if impl == "fused":
-        try:
-            fused = importlib.import_module("lipgnn.nn.fused")
-            return getattr(fused, FUSED_GAT_NAME), getattr(fused, FUSED_GT_NAME)
-        except (ImportError, AttributeError) as exc:
-            raise ConfigError(
-                f"model.impl=fused is not available yet (lipgnn.nn.fused: {exc}); use model.impl=pyg"
-            ) from None
+        from lipgnn.nn.fused import FusedLipGATConv, FusedLipTransformerConv
+
+        return FusedLipGATConv, FusedLipTransformerConv
     raise ConfigError(f"model.impl={impl} is unknown; choose one of: {', '.join(IMPLS)}")
 
 
@@ -249,7 +240,7 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any) 
         lip_kwargs: dict[str, Any] = {"lipschitz_norm": norm == "lip"}
         if norm == "lip":
             lip_kwargs["alpha"] = float(_opt(norm_cfg, "alpha", 1.0))
-            lip_kwargs["variant"] = _choice(_opt(norm_cfg, "variant", "paper"), LIP_VARIANTS, "norm.variant")
+            lip_kwargs["variant"] = _choice(_opt(norm_cfg, "formula", "paper"), LIP_VARIANTS, "norm.formula")
         gat_cls, gt_cls = attention_conv_classes(impl)
 
         def make_conv(layer: int) -> tuple[nn.Module, str]:

@@ -7,8 +7,6 @@ builder needs to coerce a column again. ``load_records`` (in ``store``) is the p
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import os
 from collections.abc import Mapping
@@ -18,6 +16,8 @@ from typing import Any
 
 import pandas as pd
 from omegaconf import OmegaConf
+
+from lipgnn.identity import config_key as identity_config_key
 
 # The flat columns of ``load_records``, in the order given by docs/ARCHITECTURE.md ...
 RECORD_COLUMNS: tuple[str, ...] = (
@@ -92,16 +92,11 @@ def label_extras(cfg: Mapping[str, Any]) -> str:
 
 
 def config_key(cfg: Mapping[str, Any]) -> str:
-    """A short hash of the config without the seed and other non-semantic keys (see IGNORED_CONFIG_KEYS).
+    """The grid point of a run: :func:`lipgnn.identity.config_key`, the run identity without the seed.
 
     The one place that defines which runs are seeds of one grid point; ``store.config_key`` is this function.
     """
-    pruned = _prune(cfg, IGNORED_CONFIG_KEYS)
-    try:  # configs read back from JSON are already plain
-        text = json.dumps(pruned, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError):
-        text = json.dumps(jsonable(pruned), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
+    return identity_config_key(cfg)
 
 
 def flatten_record(record: Mapping[str, Any], path: str | Path | None = None) -> dict:
@@ -177,18 +172,6 @@ def _get(cfg: Mapping[str, Any], dotted: str, default: Any = None) -> Any:
             return default
         node = node[part]
     return default if node is None and default is not None else node
-
-
-def _prune(cfg: Any, ignored: tuple[str, ...], prefix: str = "") -> Any:
-    if not isinstance(cfg, Mapping):
-        return cfg
-    out = {}
-    for key, value in cfg.items():
-        dotted = f"{prefix}{key}"
-        if dotted in ignored:
-            continue
-        out[key] = _prune(value, ignored, f"{dotted}.")
-    return out
 
 
 def jsonable(value: Any) -> Any:

@@ -25,7 +25,10 @@ class NullLogger:
 
 
 class WandbLogger:
-    """``logger=wandb``: one W&B run per lipgnn run, metrics per epoch, the record's best/last as summary.
+    """``logger=wandb``: one W&B run per attempt of a lipgnn run: named by the run id, grouped by experiment
+    (``logger.group``), with a fresh W&B id per attempt so a rerun (``overwrite=true``) never appends to the
+    old attempt's history. Per epoch: loss, metrics, learning rate and (``log.grad_norms=true``) the
+    per-layer attention-gradient norms; the record's best/last as summary.
 
     Offline unless ``logger.mode=online`` or ``WANDB_MODE`` says otherwise, because online mode without a
     network retries for minutes instead of failing.
@@ -44,12 +47,11 @@ class WandbLogger:
             entity=log_cfg.entity,
             group=str(log_cfg.group),
             tags=tags,
-            name=run_id,
-            id=run_id,
-            config=OmegaConf.to_container(cfg, resolve=True),
+            name=run_id,  # no id: W&B draws a fresh one per attempt
+            job_type=str(cfg.experiment_name),
+            config={**OmegaConf.to_container(cfg, resolve=True), "run_id": run_id},
             dir=save_dir,
             mode=mode,
-            resume="allow",
             settings=wandb.Settings(silent=True, console="off"),
         )
 

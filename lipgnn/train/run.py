@@ -7,8 +7,6 @@ other exception leaves a failure record (``<run_id>.failed.json``) so a sweep sh
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import shutil
 import time
@@ -20,66 +18,19 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch_geometric import seed_everything
 
-from lipgnn.config import validate
-from lipgnn.errors import LipgnnError
+from lipgnn.config import resolve_threads, validate
+from lipgnn.errors import ConfigError, LipgnnError, RunInterrupted
+from lipgnn.identity import identity_config
+from lipgnn.identity import run_id as run_id_for
 from lipgnn.provenance import loaded_commit, versions
+from lipgnn.train.checkpoint import load_checkpoint
 
 log = logging.getLogger("lipgnn")
 
-# Keys that say where/how a run executes, not what it computes: they never change its id.
-NON_IDENTITY_KEYS = (
-    "results_dir", "overwrite", "device", "experiment_name", "log.progress", "logger",
-    "dataset.root", "dataset.cache_dir", "dataset.download",
-    "train.checkpoint_every", "train.checkpoint_activations", "train.num_threads",
-)
-# Model keys added after records existed: at these values they leave a run's id unchanged, so the
-# records of configs that predate them keep their ids.
-NEUTRAL_TRAIN_DEFAULTS: dict[str, Any] = {"warmup_epochs": 0}
-NEUTRAL_MODEL_DEFAULTS: dict[str, Any] = {"layer_norm": "none", "activation": "default", "nonlocal": False,
-                                          "nonlocal_source": "x", "nonlocal_grad": True}
 RECORD_SCHEMA = 1
 FINISHED = ("completed", "diverged")
-
-
-def identity_config(cfg: DictConfig) -> dict[str, Any]:
-    """The resolved config minus :data:`NON_IDENTITY_KEYS` (and Hydra's own node)."""
-    container = OmegaConf.to_container(cfg, resolve=True)
-    assert isinstance(container, dict)
-    container.pop("hydra", None)
-    for dotted in NON_IDENTITY_KEYS:
-        node: Any = container
-        *parents, leaf = dotted.split(".")
-        for key in parents:
-            node = node.get(key, {}) if isinstance(node, dict) else {}
-        if isinstance(node, dict):
-            node.pop(leaf, None)
-    # Keys a model ignores must not split its runs: a paper-budget grid over heads is then run once for GCN.
-    from lipgnn.config import ATTENTION_MODELS
-
-    model = container.get("model", {})
-    if model.get("name") not in ATTENTION_MODELS:
-        for key in ("heads", "head_aggregation", "attn_dropout", "impl"):
-            model.pop(key, None)
-    for node, neutrals in ((model, NEUTRAL_MODEL_DEFAULTS), (container.get("train", {}), NEUTRAL_TRAIN_DEFAULTS)):
-        for key, neutral in neutrals.items():
-            if key in node and node[key] == neutral:
-                node.pop(key)
-    return container
-
-
-def run_id_for(cfg: DictConfig) -> str:
-    """Stable id from the resolved config and seed: readable prefix + a hash of everything that matters."""
-    digest = hashlib.sha1(json.dumps(identity_config(cfg), sort_keys=True).encode()).hexdigest()[:10]
-    parts = [cfg.model.name, cfg.norm.name]
-    if cfg.model.get("residual"):
-        parts.append("res")
-    parts.append(str(cfg.dataset.name))
-    if cfg.dataset.get("missing_rate"):
-        parts.append(f"m{cfg.dataset.missing_rate:g}")
-    if cfg.dataset.get("kind") == "trees":
-        parts.append(f"t{cfg.dataset.tree_depth}")
-    parts += [f"L{cfg.depth}", f"s{cfg.seed}", digest]
-    return "-".join(parts)
+# run_id_for and identity_config are re-exported: lipgnn.identity defines both run ids and cell keys.
+__all__ = ["identity_config", "run", "run_id_for"]
 
 
 def resolve_device(name: str) -> torch.device:
@@ -92,8 +43,42 @@ def checkpoint_path(cfg: DictConfig, run_id: str) -> Path:
     return Path(cfg.results_dir) / "checkpoints" / str(cfg.experiment_name) / run_id / "checkpoint.pt"
 
 
-def run(cfg: DictConfig, *, progress: bool | None = None) -> dict[str, Any]:
-    """Train one configuration and write its record; return the record (or the existing one if skipped)."""
+def _check_writable(cfg: DictConfig) -> None:
+    from lipgnn.data.common import is_writable_dir
+
+    folder = Path(str(cfg.results_dir)) / "runs" / str(cfg.experiment_name)
+    if not is_writable_dir(folder):
+        raise ConfigError(f"results_dir={cfg.results_dir} is not writable (the record would go to {folder}); "
+                          "choose a writable folder with results_dir=<path>")
+
+
+def _prepare_checkpoint(cfg: DictConfig, run_id: str, ckpt_path: Path) -> float:
+    """Start fresh (overwrite=true or resume=false: the checkpoint is deleted) or check that the checkpoint
+    may be resumed; returns the wall time its earlier segments took."""
+    if not ckpt_path.exists():
+        return 0.0
+    if cfg.overwrite or not cfg.resume:
+        why = "overwrite=true" if cfg.overwrite else "resume=false"
+        print(f"{run_id}: {why}: deleting its checkpoint and starting from epoch 0", flush=True)
+        shutil.rmtree(ckpt_path.parent, ignore_errors=True)
+        return 0.0
+    meta = load_checkpoint(ckpt_path, torch.device("cpu")) or {}
+    written_by, here = meta.get("git_commit", "unknown"), loaded_commit()
+    if written_by != here and not cfg.allow_code_change:
+        raise ConfigError(
+            f"{run_id} has a checkpoint (epoch {meta.get('epoch')}) written by commit {written_by}, but this code "
+            f"is {here}: rerun with allow_code_change=true to resume it anyway, or resume=false to start fresh")
+    note = "" if written_by == here else f"; this code is {here} (allow_code_change=true)"
+    print(f"{run_id}: resuming from epoch {meta.get('epoch')} (checkpoint written by commit {written_by}{note})",
+          flush=True)
+    return float(meta.get("wall_time_s") or 0.0)
+
+
+def run(cfg: DictConfig, *, progress: bool | None = None, parallel_jobs: int = 1) -> dict[str, Any]:
+    """Train one configuration and write its record; return the record (or the existing one if skipped).
+
+    ``parallel_jobs`` (the local launcher's n_jobs) sizes ``train.num_threads=auto``.
+    """
     from lipgnn.results.store import read_record, run_record_path, write_failure_record, write_record
 
     validate(cfg)
@@ -105,18 +90,23 @@ def run(cfg: DictConfig, *, progress: bool | None = None) -> dict[str, Any]:
     if existing is not None and existing.get("status") in FINISHED and not cfg.overwrite:
         log.info("skipped %s: record exists at %s (overwrite=true reruns it)", run_id, record_path)
         return {**existing, "skipped": True}
+    _check_writable(cfg)
+    earlier = _prepare_checkpoint(cfg, run_id, ckpt_path)
 
+    threads = resolve_threads(cfg.train.num_threads, parallel_jobs)
     base = {
         "schema": RECORD_SCHEMA, "run_id": run_id, "experiment": str(cfg.experiment_name),
         "config": OmegaConf.to_container(cfg, resolve=True), "seed": int(cfg.seed),
-        "versions": versions(), "git_commit": loaded_commit(),
+        "versions": versions(), "git_commit": loaded_commit(), "num_threads": threads,
     }
     base["config"].pop("hydra", None)
-    started = time.time()
+    started = time.time() - earlier
     try:
-        record = _train(cfg, run_id, ckpt_path, progress, base, started)
+        record = _train(cfg, run_id, ckpt_path, progress, base, started, threads)
     except LipgnnError:
         raise
+    except KeyboardInterrupt:
+        raise RunInterrupted(_interrupted_message(cfg, run_id, ckpt_path)) from None
     except Exception as exc:
         failure = {**base, "traceback": traceback.format_exc(limit=20),
                    "wall_time_s": round(time.time() - started, 3)}
@@ -128,8 +118,17 @@ def run(cfg: DictConfig, *, progress: bool | None = None) -> dict[str, Any]:
     return record
 
 
+def _interrupted_message(cfg: DictConfig, run_id: str, ckpt_path: Path) -> str:
+    if ckpt_path.exists():
+        epoch = (load_checkpoint(ckpt_path, torch.device("cpu")) or {}).get("epoch")
+        return (f"interrupted: {run_id} is checkpointed at epoch {epoch}; run the same command again to resume "
+                "from there (resume=false starts fresh)")
+    return (f"interrupted: {run_id} was not checkpointed (train.checkpoint_every=0), so nothing is kept; "
+            "rerun to start again, with train.checkpoint_every=<N> to make it resumable")
+
+
 def _train(cfg: DictConfig, run_id: str, ckpt_path: Path, progress: bool | None,
-           base: dict[str, Any], started: float) -> dict[str, Any]:
+           base: dict[str, Any], started: float, threads: int) -> dict[str, Any]:
     from lipgnn.data import load
     from lipgnn.models import build_model
     from lipgnn.train.faults import maybe_raise
@@ -137,8 +136,7 @@ def _train(cfg: DictConfig, run_id: str, ckpt_path: Path, progress: bool | None,
     from lipgnn.train.trainer import Trainer
 
     maybe_raise(run_id)
-    if cfg.train.get("num_threads"):
-        torch.set_num_threads(int(cfg.train.num_threads))
+    torch.set_num_threads(threads)
     seed_everything(int(cfg.seed))
     device = resolve_device(str(cfg.device))
     task = load(cfg.dataset, int(cfg.seed))
@@ -153,6 +151,8 @@ def _train(cfg: DictConfig, run_id: str, ckpt_path: Path, progress: bool | None,
         grad_norms=bool(cfg.log.grad_norms),
         progress=bool(cfg.log.progress) if progress is None else progress,
         checkpoint_path=ckpt_path if cfg.train.checkpoint_every else None, desc=run_id,
+        # Checkpoints name the code that wrote them and carry the wall time of the segments so far.
+        checkpoint_extra=lambda: {"git_commit": loaded_commit(), "wall_time_s": time.time() - started},
     )
     result = trainer.fit(model, task)
     record = {
@@ -173,6 +173,11 @@ def _fmt(value: Any) -> str:
 
 def _print_summary(record: dict[str, Any], path: Path) -> None:
     best, last = record["best"], record["last"]
+    where = f"{record['epochs_run']} epochs in {record['wall_time_s']:.1f}s on {record['device']} -> {path}"
+    if record["status"] == "diverged":
+        best_text = "no evaluated epoch before" if best["epoch"] is None else \
+            f"best val {_fmt(best['val'])} @ epoch {best['epoch']} (test {_fmt(best['test'])}) before"
+        print(f"[diverged] {record['run_id']}: {record.get('error')}; {best_text} | {where}", flush=True)
+        return
     print(f"[{record['status']}] {record['run_id']}: best val {_fmt(best['val'])} @ epoch {best['epoch']} "
-          f"(test {_fmt(best['test'])}) | last test {_fmt(last['test'])} | {record['epochs_run']} epochs "
-          f"in {record['wall_time_s']:.1f}s on {record['device']} -> {path}", flush=True)
+          f"(test {_fmt(best['test'])}) | last test {_fmt(last['test'])} | {where}", flush=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,7 @@ class Trainer:
         progress: bool = True,
         checkpoint_path: Path | None = None,
         desc: str = "",
+        checkpoint_extra: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         self.cfg = cfg
         self.device = device
@@ -85,6 +87,7 @@ class Trainer:
         self.progress = progress
         self.checkpoint_path = checkpoint_path
         self.desc = desc
+        self.checkpoint_extra = checkpoint_extra
 
     # ------------------------------------------------------------------ the loop
     def fit(self, model: torch.nn.Module, task: Any) -> FitResult:
@@ -125,7 +128,10 @@ class Trainer:
                     state.stale += 1
                 if scheduler is not None:
                     scheduler.step(val_loss if cfg.plateau_mode == "min" else scores["train"])
-                self.logger.log_epoch({"loss": loss, "val_loss": val_loss, **scores}, step=epoch)
+                metrics = {"loss": loss, "val_loss": val_loss, "lr": optimizer.param_groups[0]["lr"], **scores}
+                if norms is not None:
+                    metrics.update({f"grad_norm/layer_{i}": value for i, value in enumerate(norms)})
+                self.logger.log_epoch(metrics, step=epoch)
                 bar.set_postfix(loss=f"{loss:.3f}", val=f"{scores['val']:.3f}", refresh=False)
             state.epoch = epoch
             if cfg.checkpoint_every and self.checkpoint_path and epoch % cfg.checkpoint_every == 0:
@@ -219,6 +225,7 @@ class Trainer:
             "model": model.state_dict(), "optimizer": optimizer.state_dict(),
             "scheduler": scheduler.state_dict() if scheduler is not None else None,
             "rng": rng_state(shuffle), "saved_at": time.time(),
+            **(self.checkpoint_extra() if self.checkpoint_extra is not None else {}),
         })
 
     def _maybe_resume(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,

@@ -29,7 +29,7 @@ QUOTE = ("Even for a large number of layers (l>15), where the models without any
 
 
 PROTOCOL_EXPERIMENT = "fig6_protocol"
-# The authors' code's Lip formula for GT (norm.variant=reference) gets its own row and verdict.
+# The authors' code's Lip formula for GT (norm.formula=reference) gets its own row and verdict.
 AUTHORS_FORMULA = " (authors' formula)"
 
 
@@ -64,11 +64,14 @@ def _final_lr_epoch(history: Any) -> float:
 
 
 def _formula_label(variant: Any, config: Any) -> Any:
-    """``variant``, marked when its LipschitzNorm uses the authors' code's formula (``norm.variant``)."""
+    """``variant``, marked when its LipschitzNorm uses the authors' code's formula (``norm.formula``)."""
     norm = config.get("norm") if isinstance(config, dict) else None
-    if isinstance(norm, dict) and norm.get("name") == "lip" and norm.get("variant") == "reference":
-        # The row names this formula in words instead of the label's "[norm.variant=reference]".
-        return f"{str(variant).replace(' [norm.variant=reference]', '')}{AUTHORS_FORMULA}"
+    formula = norm.get("formula", norm.get("variant")) if isinstance(norm, dict) else None
+    if isinstance(norm, dict) and norm.get("name") == "lip" and formula == "reference":
+        # The row names this formula in words instead of the label's "[norm.formula=reference]"
+        # (records written before the key's rename say norm.variant).
+        label = str(variant).replace(" [norm.variant=reference]", "").replace(" [norm.formula=reference]", "")
+        return f"{label}{AUTHORS_FORMULA}"
     return variant
 
 

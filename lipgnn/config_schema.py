@@ -1,0 +1,277 @@
+"""Typed schemas of every config group, registered with Hydra's ConfigStore.
+
+Each ``conf/<group>/<option>.yaml`` names its schema first in its defaults list (``- /schema/model@_here_``
+style is not needed: the schema lives in the same group, e.g. ``- base_model``), so Hydra composes the
+YAML onto a structured config: an unknown key (``+model.foo=3``) or a value of the wrong type
+(``train.epochs=abc``) fails at composition. What a type cannot say — ranges, enumerations, "true or
+false and nothing else" — is written beside the field as metadata and checked by
+:func:`lipgnn.config.validate`, so every rule of every key sits in this one file.
+
+Adding a key is one line: ``name: type = choice(default, "a", "b")`` or ``= number(default, ge=0)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+MODELS = ("gcn", "ggnn", "gin", "gat", "gt", "gcnii", "san")
+ATTENTION_MODELS = ("gat", "gt", "san")
+NORMS = ("none", "pairnorm", "layernorm", "lip")
+DATASET_KINDS = ("planetoid", "trees", "ogb", "pyg")
+SPLITS = ("public", "random")
+
+
+def choice(default: Any, *options: Any, nullable: bool = False) -> Any:
+    """A field whose value must be one of ``options`` (``null`` too when ``nullable``)."""
+    return field(default=default, metadata={"choices": options, "nullable": nullable})
+
+
+def number(default: Any, *, ge: float | None = None, gt: float | None = None, le: float | None = None,
+           lt: float | None = None, integer: bool = False, nullable: bool = False) -> Any:
+    """A numeric field with bounds (checked after composition; ``integer`` rejects 1.5 and true)."""
+    return field(default=default, metadata={"ge": ge, "gt": gt, "le": le, "lt": lt, "integer": integer,
+                                            "nullable": nullable})
+
+
+def flag(default: bool) -> Any:
+    """A boolean that accepts ``true``/``false`` only: typed ``Any`` so that ``no`` or ``yes`` reach the
+    validator as strings (an OmegaConf ``bool`` would silently read them as false/true)."""
+    return field(default=default, metadata={"flag": True})
+
+
+def text(default: Any = MISSING, *, nullable: bool = False, nonempty: bool = True) -> Any:
+    return field(default=default, metadata={"text": True, "nullable": nullable, "nonempty": nonempty})
+
+
+# ---------------------------------------------------------------------------------------------- model
+@dataclass
+class ModelConfig:
+    """Keys every model accepts. Attention-only keys (heads, head_aggregation, attn_dropout, impl=fused)
+    are ignored by the other models and stay out of their run ids (:mod:`lipgnn.identity`)."""
+
+    name: str = choice(MISSING, *MODELS)
+    hidden: int = number(64, ge=1, integer=True)
+    heads: int = number(1, ge=1, integer=True)
+    head_aggregation: str = choice("concat", "concat", "mean")
+    dropout: float = number(0.5, ge=0.0, lt=1.0)
+    attn_dropout: float = number(0.0, ge=0.0, lt=1.0)
+    residual: Any = flag(False)
+    impl: str = choice("pyg", "pyg", "fused")
+    layer_norm: str = choice("none", "none", "pre", "post")  # pre: x + f(LN(x)); post: LN(x + f(x))
+    activation: str = choice("default", "default", "relu", "elu", "gelu", "none")
+    score: str = choice("dot", "dot", "l2")  # GT attention score: dot product or L2 distance (Kim et al.)
+    tie_qk: Any = flag(True)  # GT with score=l2: share the query and key maps (Kim et al.)
+    init: str = choice("default", "default", "xavier")  # weights: PyTorch's default or Xavier-uniform, zero biases
+    nonlocal_source: str = choice("x", "x", "xv")  # nonlocal factor from X or from X V_i (Guan & He §4.1)
+    nonlocal_grad: Any = flag(True)  # whether the nonlocal factor passes gradients
+    ffn_hidden: int = number(1, ge=1, integer=True)  # SAN: FFN width as a multiple of hidden
+
+
+@dataclass
+class GCNIIConfig(ModelConfig):
+    gcnii_alpha: float = number(0.1, ge=0.0, le=1.0)
+    gcnii_theta: float = number(0.5, gt=0.0)
+
+
+# ---------------------------------------------------------------------------------------------- norm
+@dataclass
+class NormConfig:
+    name: str = choice("none", *NORMS)
+
+
+@dataclass
+class PairNormConfig(NormConfig):
+    scale: float = number(1.0, gt=0.0)
+    scale_individually: Any = flag(False)
+
+
+@dataclass
+class LayerNormConfig(NormConfig):
+    mode: str = choice("graph", "graph", "node")
+    affine: Any = flag(True)
+
+
+@dataclass
+class LipNormConfig(NormConfig):
+    alpha: float = number(1.0, gt=0.0)
+    # paper: eq. 17/19 as written; reference: the authors' code's formula (docs/reference.md)
+    formula: str = choice("paper", "paper", "reference")
+
+
+# ---------------------------------------------------------------------------------------------- dataset
+@dataclass
+class DatasetConfig:
+    name: str = text()
+    kind: str = choice(MISSING, *DATASET_KINDS)
+    cache_dir: str = text(".cache/lipgnn")
+
+
+@dataclass
+class RandomSplitMixin:
+    """``split=public``: the dataset's own masks; ``split=random``: a seeded split, either
+    ``train_per_class`` nodes of each class for training (the rest divided between validation and test in
+    the ratio ``val_fraction : test_fraction``) or, when ``train_per_class`` is null, the fractions."""
+
+    split: str = choice("public", *SPLITS)
+    train_per_class: Any = number(None, ge=1, integer=True, nullable=True)
+    train_fraction: float = number(0.6, gt=0.0, lt=1.0)
+    val_fraction: float = number(0.2, gt=0.0, lt=1.0)
+    test_fraction: float = number(0.2, gt=0.0, lt=1.0)
+
+
+@dataclass
+class PlanetoidConfig(RandomSplitMixin, DatasetConfig):
+    pyg_name: str = choice(MISSING, "Cora", "CiteSeer", "PubMed")
+    root: str = text("data")
+    download: Any = flag(True)
+    missing_rate: float = number(0.0, ge=0.0, le=100.0)
+
+
+@dataclass
+class PygConfig(RandomSplitMixin, DatasetConfig):
+    cls: str = text()  # a class of torch_geometric.datasets, e.g. Coauthor, Amazon, WikiCS
+    pyg_name: Any = text(None, nullable=True)  # its `name` argument where it takes one (CS, Physics, Computers)
+    root: str = text("data")
+    download: Any = flag(True)
+
+
+@dataclass
+class TreesConfig(DatasetConfig):
+    tree_depth: int = number(3, ge=2, le=10, integer=True)
+    num_trees: int = number(5000, ge=10, integer=True)
+    train_fraction: float = number(0.8, gt=0.0, lt=1.0)
+    batch_size: int = number(1024, ge=1, integer=True)
+
+
+@dataclass
+class OgbConfig(DatasetConfig):
+    root: str = text("data")
+    download: Any = flag(True)
+    to_undirected: Any = flag(True)
+    num_parts: int = number(40, ge=1, integer=True)
+    use_edge_attr: Any = flag(False)
+
+
+# ---------------------------------------------------------------------------------------------- train
+@dataclass
+class TrainConfig:
+    epochs: int = number(200, ge=1, integer=True)
+    lr: float = number(0.005, gt=0.0)
+    weight_decay: float = number(5.0e-4, ge=0.0)
+    scheduler: str = choice("none", "none", "plateau")
+    plateau_mode: str = choice("min", "min", "max")
+    plateau_factor: float = number(0.1, gt=0.0, lt=1.0)
+    plateau_patience: int = number(10, ge=0, integer=True)
+    early_stopping: int = number(0, ge=0, integer=True)
+    selection: str = choice("best_val", "best_val", "last")
+    batch_size: int = number(0, ge=0, integer=True)
+    eval_every: int = number(1, ge=1, integer=True)
+    checkpoint_every: int = number(0, ge=0, integer=True)
+    checkpoint_activations: Any = flag(False)
+    grad_clip: float = number(0.0, ge=0.0)
+    warmup_epochs: int = number(0, ge=0, integer=True)  # linear warm-up to train.lr, then constant (0 = off)
+    # "auto" = physical cores // parallel jobs (>= 1); an integer >= 1 sets it
+    num_threads: Any = field(default="auto", metadata={"threads": True})
+
+
+# ---------------------------------------------------------------------------------------------- the rest
+@dataclass
+class LoggerConfig:
+    name: str = choice("none", "none", "wandb")
+
+
+@dataclass
+class WandbConfig(LoggerConfig):
+    project: str = text("lipgnn")
+    entity: Any = text(None, nullable=True)
+    group: str = text("${experiment_name}")
+    tags: list[str] = field(default_factory=list)
+    mode: str = choice("offline", "offline", "online", "disabled")
+    dir: str = text("${results_dir}")
+
+
+@dataclass
+class BudgetConfig:
+    name: str = choice("none", "none", "cpu", "paper")
+
+
+@dataclass
+class LogConfig:
+    grad_norms: Any = flag(False)  # per-layer attention-gradient norms each epoch (Fig. 2)
+    progress: Any = flag(True)
+    energy: Any = flag(False)  # per-layer Dirichlet energies (Guan & He)
+
+
+@dataclass
+class RootConfig:
+    depth: int = number(2, ge=1, integer=True)
+    seed: int = number(0, ge=0, integer=True)
+    device: str = text("auto")
+    results_dir: str = text("results")
+    experiment_name: str = text("default")
+    overwrite: Any = flag(False)
+    resume: Any = flag(True)
+    allow_code_change: Any = flag(False)
+    log: LogConfig = field(default_factory=LogConfig)
+    model: Any = MISSING
+    norm: Any = MISSING
+    dataset: Any = MISSING
+    train: Any = MISSING
+    logger: Any = MISSING
+    budget: Any = MISSING
+
+
+# Keys that are Python keywords cannot be dataclass fields: they are added to the stored node (see node()).
+KEYWORD_FIELDS: dict[type, dict[str, Any]] = {
+    ModelConfig: {"nonlocal": flag(False)},  # GT/SAN: attend over all node pairs, not only edges (Guan & He)
+}
+
+
+SCHEMAS: dict[tuple[str, str], type] = {
+    ("", "config_schema"): RootConfig,
+    ("model", "base_model"): ModelConfig,
+    ("model", "base_gcnii"): GCNIIConfig,
+    ("norm", "base_norm"): NormConfig,
+    ("norm", "base_pairnorm"): PairNormConfig,
+    ("norm", "base_layernorm"): LayerNormConfig,
+    ("norm", "base_lip"): LipNormConfig,
+    ("dataset", "base_planetoid"): PlanetoidConfig,
+    ("dataset", "base_pyg"): PygConfig,
+    ("dataset", "base_trees"): TreesConfig,
+    ("dataset", "base_ogb"): OgbConfig,
+    ("train", "base_train"): TrainConfig,
+    ("logger", "base_logger"): LoggerConfig,
+    ("logger", "base_wandb"): WandbConfig,
+    ("budget", "base_budget"): BudgetConfig,
+}
+
+
+def keyword_fields(schema: type) -> dict[str, Any]:
+    """The keyword-named fields of ``schema`` and its bases: name -> dataclass Field (with metadata)."""
+    out: dict[str, Any] = {}
+    for cls in reversed(schema.__mro__):
+        out.update(KEYWORD_FIELDS.get(cls, {}))
+    return out
+
+
+def node(schema: type) -> DictConfig:
+    """``schema`` as a structured DictConfig, keyword-named fields included."""
+    cfg = OmegaConf.structured(schema)
+    extra = keyword_fields(schema)
+    if extra:
+        OmegaConf.set_struct(cfg, False)
+        for key, spec in extra.items():
+            cfg[key] = spec.default
+        OmegaConf.set_struct(cfg, True)
+    return cfg
+
+
+def register() -> None:
+    """Store every schema in Hydra's ConfigStore (idempotent; :mod:`lipgnn.config` calls it on import)."""
+    cs = ConfigStore.instance()
+    for (group, name), schema in SCHEMAS.items():
+        cs.store(group=group or None, name=name, node=node(schema))
