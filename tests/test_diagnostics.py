@@ -1,0 +1,211 @@
+"""Guan & He's diagnostics: energies (§2), relative energy (Def. 2.2), cosine similarity (eq. 1), pruning
+(Table 8), per-layer tracing, and the energy behaviour of Pre-LN / Post-LN / nonlocal SANs at initialisation."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from lipgnn.diagnostics import (
+    GraphMeasure,
+    cosine_similarity_matrix,
+    energy,
+    layer_energies,
+    prune_single_layers,
+    relative_energy,
+    skip_blocks,
+    trace_layers,
+)
+from lipgnn.diagnostics.init import apply_init
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# The path graph 0 - 1 - 2 - 3 (both directions), X = (0, 1, 3, 6).
+PATH = torch.tensor([[0, 1, 1, 2, 2, 3], [1, 0, 2, 1, 3, 2]])
+X_PATH = torch.tensor([[0.0], [1.0], [3.0], [6.0]])
+
+
+def random_graph(n: int, p: float, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    upper = torch.triu(torch.rand(n, n, generator=g) < p, diagonal=1)
+    dense = upper | upper.T
+    return dense.nonzero().T.contiguous()
+
+
+def test_hand_computed_values_on_a_path() -> None:
+    # mu = deg + 1 = (2, 3, 3, 2); Delta X = (1/2, 1/3, 1/3, -3/2);
+    # E_2 = (1/4)(2/4 + 3/9 + 3/9 + 2*9/4) = 17/12; E_1 = (1/4) * 2 * (1 + 4 + 9) = 7.
+    assert energy(X_PATH, PATH, m=2) == pytest.approx(17 / 12, rel=1e-12)
+    assert energy(X_PATH, PATH, m=1) == pytest.approx(7.0, rel=1e-12)
+    graph = GraphMeasure(PATH, 4)
+    assert graph.laplacian(X_PATH).flatten().tolist() == pytest.approx([0.5, 1 / 3, 1 / 3, -1.5])
+    # A constant second column adds nothing to the 1/n energy and halves the per-entry one.
+    x2 = torch.cat([X_PATH, torch.full((4, 1), 5.0)], dim=1)
+    assert energy(x2, PATH, m=2) == pytest.approx(17 / 12)
+    assert energy(x2, PATH, m=2, normalise="entries") == pytest.approx(17 / 24)
+    # One direction per edge, duplicates and self loops describe the same graph.
+    messy = torch.tensor([[0, 1, 2, 2, 1], [1, 2, 3, 3, 1]])
+    assert energy(X_PATH, messy, m=2) == pytest.approx(17 / 12)
+
+
+def test_custom_weights_and_measure() -> None:
+    # omega = 2 on every edge, mu = 1: Delta X = 2 (sum of differences) = (2, 2*(-1+2), 2*(-2+3), 2*(-3)).
+    w = torch.full((PATH.size(1),), 2.0)
+    value = energy(X_PATH, PATH, m=2, weights=w, mu=torch.ones(4))
+    assert value == pytest.approx((4 + 4 + 4 + 36) / 4)
+
+
+def test_zero_iff_constant_on_a_connected_graph() -> None:
+    edge_index = random_graph(30, 0.2, seed=1)
+    graph = GraphMeasure(edge_index, 30)
+    constant = torch.randn(1, 5).expand(30, 5)
+    for m in (1, 2, 3):
+        assert graph.energy(constant, m) == pytest.approx(0.0, abs=1e-24)
+        for seed in range(5):
+            x = torch.randn(30, 5, generator=torch.Generator().manual_seed(seed))
+            assert graph.energy(x, m) > 1e-3
+    # Connectedness matters: per-component constants have zero energy without being constant.
+    two_parts = torch.tensor([[0, 1, 2, 3], [1, 0, 3, 2]])
+    assert energy(torch.tensor([[1.0], [1.0], [4.0], [4.0]]), two_parts) == 0.0
+
+
+def test_triangle_inequality_holds_for_the_square_root() -> None:
+    # Def. 2.1's axiom E(X + Y) <= E(X) + E(Y) holds for sqrt(E_m), a seminorm; E_m itself is quadratic
+    # (E(2X) = 4 E(X) > 2 E(X)), so the test checks the seminorm and documents the square's failure.
+    graph = GraphMeasure(random_graph(25, 0.25, seed=2), 25)
+    g = torch.Generator().manual_seed(3)
+    for m in (1, 2):
+        for _ in range(20):
+            x, y = torch.randn(25, 4, generator=g), torch.randn(25, 4, generator=g)
+            lhs = math.sqrt(graph.energy(x + y, m))
+            assert lhs <= math.sqrt(graph.energy(x, m)) + math.sqrt(graph.energy(y, m)) + 1e-12
+        assert graph.energy(2 * x, m) == pytest.approx(4 * graph.energy(x, m))
+
+
+def test_agrees_with_a_dense_matrix_computation() -> None:
+    n, d = 40, 3
+    edge_index = random_graph(n, 0.15, seed=4)
+    x = torch.randn(n, d, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    a = torch.zeros(n, n, dtype=torch.float64)
+    a[edge_index[0], edge_index[1]] = 1.0
+    deg = a.sum(1)
+    mu = deg + 1
+    lap = (a - torch.diag(deg)) / mu[:, None]            # Delta_mu as an n x n matrix
+
+    def dirichlet(h: torch.Tensor) -> float:             # (1/n) sum_i mu_i sum_j a_ij / mu_i |h_j - h_i|^2
+        diff = ((h[None, :, :] - h[:, None, :]) ** 2).sum(-1)
+        return float((a * diff).sum()) / n
+
+    e2 = float((mu * ((lap @ x) ** 2).sum(1)).sum()) / n
+    e4 = float((mu * ((lap @ lap @ x) ** 2).sum(1)).sum()) / n
+    assert energy(x, edge_index, m=1) == pytest.approx(dirichlet(x), rel=1e-10)
+    assert energy(x, edge_index, m=2) == pytest.approx(e2, rel=1e-10)
+    assert energy(x, edge_index, m=3) == pytest.approx(dirichlet(-lap @ x), rel=1e-10)
+    assert energy(x, edge_index, m=4) == pytest.approx(e4, rel=1e-10)
+    # Integration by parts (Lemma A.1's proof): int -Delta X . X dmu = (1/2) int |grad X|^2 dmu with §2's
+    # gradient, which sums each edge from both ends (the lemma's statement drops the 1/2 its proof derives).
+    assert float((mu * (-(lap @ x) * x).sum(1)).sum()) / n == pytest.approx(dirichlet(x) / 2, rel=1e-10)
+
+
+def test_bad_arguments_say_what_is_wrong() -> None:
+    with pytest.raises(ValueError, match="m >= 1"):
+        energy(X_PATH, PATH, m=0)
+    with pytest.raises(ValueError, match="normalise"):
+        energy(X_PATH, PATH, normalise="mean")
+    with pytest.raises(ValueError, match="shape"):
+        GraphMeasure(PATH, 4).energy(torch.zeros(5, 2))
+
+
+def test_relative_energy_definition() -> None:
+    assert relative_energy([2.0, 3.0, 1.5, 1.5]) == pytest.approx([0.5, -0.5, 0.0])
+    assert math.isnan(relative_energy([0.0, 1.0])[0])
+
+
+def test_cosine_similarity_matrix_by_hand() -> None:
+    a = torch.tensor([[1.0, 0.0], [0.0, 2.0]])
+    b = torch.tensor([[1.0, 1.0], [0.0, -3.0]])
+    sim = cosine_similarity_matrix([a, b, a])
+    # sim(a, b) = (1/2)(1/sqrt(2) + (-1)) ; diagonal 1; symmetric.
+    expected = 0.5 * (1 / math.sqrt(2) - 1)
+    assert sim.shape == (3, 3)
+    assert sim[0, 1].item() == pytest.approx(expected)
+    assert sim[1, 0].item() == pytest.approx(expected)
+    assert torch.diag(sim).tolist() == pytest.approx([1.0, 1.0, 1.0])
+    assert sim[0, 2].item() == pytest.approx(1.0)
+
+
+class _Block(nn.Module):
+    def __init__(self, scale: float) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.scale = scale
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor, edge_attr=None, x_0=None) -> torch.Tensor:
+        return self.scale * x + 0 * self.lin(x)
+
+
+def _toy_model() -> nn.Module:
+    from lipgnn.models.deep import DeepGNN
+
+    return DeepGNN(nn.Linear(2, 3), [_Block(2.0), _Block(3.0), _Block(5.0)], nn.Linear(3, 2))  # type: ignore[list-item]
+
+
+def test_trace_layers_returns_encoder_output_and_every_block_output() -> None:
+    model = _toy_model()
+    model.train()
+    x = torch.randn(4, 2)
+    layers = trace_layers(model, x, PATH)
+    assert len(layers) == 4 and model.training
+    x0 = model.encoder(x)
+    for k, factor in enumerate((1.0, 2.0, 6.0, 30.0)):
+        torch.testing.assert_close(layers[k], factor * x0)
+    torch.testing.assert_close(model.head(layers[-1]), model(x, PATH))
+    data = type("D", (), {"x": x, "edge_index": PATH, "num_nodes": 4})()
+    energies = layer_energies(model, data)
+    assert energies[2] == pytest.approx(36 * energies[0], rel=1e-6)
+
+
+def test_pruning_skips_exactly_one_block_and_restores_it() -> None:
+    model = _toy_model()
+    x = torch.randn(4, 2)
+    full = model(x, PATH)
+    with skip_blocks(model, [2]):
+        torch.testing.assert_close(model.head(5 * 2 * model.encoder(x)), model(x, PATH))
+    torch.testing.assert_close(model(x, PATH), full)
+    with pytest.raises(ValueError, match="layers 1..3"):
+        with skip_blocks(model, [4]):
+            pass
+
+
+def test_prune_single_layers_scores_each_pruned_model() -> None:
+    from lipgnn.data.spec import DataSpec, TaskData
+
+    model = _toy_model()
+    g = torch.Generator().manual_seed(0)
+    data = type("D", (), {})()
+    data.x, data.edge_index = torch.randn(4, 2, generator=g), PATH
+    data.y = torch.tensor([0, 1, 0, 1])
+    data.train_mask = data.val_mask = data.test_mask = torch.ones(4, dtype=torch.bool)
+    data.to = lambda device: data
+    task = TaskData(name="toy", spec=DataSpec(2, 2), metric="acc", train_batches=lambda g=None: [data],
+                    eval_batches=lambda: [data])
+    rows = prune_single_layers(model, task, layers=[1, 3])
+    assert [r["pruned"] for r in rows] == [None, 1, 3]
+    with torch.no_grad():
+        expected = (model.head(2 * 3 * model.encoder(data.x)).argmax(1) == data.y).float().mean().item()
+    assert rows[2]["test"] == pytest.approx(expected)
+
+
+def test_xavier_init_zeroes_biases_and_keeps_layernorm_gain() -> None:
+    model = nn.Sequential(nn.Linear(8, 4), nn.LayerNorm(4))
+    apply_init(model, "xavier")
+    assert torch.count_nonzero(model[0].bias) == 0
+    assert torch.equal(model[1].weight, torch.ones(4))
+    bound = math.sqrt(6 / 12)
+    assert model[0].weight.abs().max() <= bound
+    with pytest.raises(ValueError, match="init"):
+        apply_init(model, "orthogonal")
