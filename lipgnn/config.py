@@ -45,6 +45,7 @@ def validate(cfg: DictConfig) -> None:
     _validate_model(cfg.model, cfg.norm)
     _validate_dataset(cfg.dataset)
     _validate_train(cfg.train)
+    _validate_log_energy(cfg.log)
     _require(cfg.logger.name in LOGGERS, f"logger={cfg.logger.name!r} is unknown; valid: {', '.join(LOGGERS)}")
 
 
@@ -101,6 +102,12 @@ def _validate_block_options(model: DictConfig) -> None:
     activation = model.get("activation", "default")
     _require(activation in ACTIVATIONS,
              f"model.activation={activation!r} is unknown; use one of: {', '.join(ACTIVATIONS)}")
+
+
+def _validate_log_energy(log: DictConfig) -> None:
+    """``log.energy``: record per-layer energies at init and after training (lipgnn.diagnostics.probe)."""
+    value = log.get("energy", False)
+    _require(isinstance(value, bool), f"log.energy={value!r} must be true or false")
 
 
 def _validate_dataset(dataset: DictConfig) -> None:

@@ -61,6 +61,8 @@ def identity_config(cfg: DictConfig) -> dict[str, Any]:
     for key, neutral in NEUTRAL_MODEL_DEFAULTS.items():
         if key in model and model[key] == neutral:
             model.pop(key)
+    if container.get("log", {}).get("energy") is False:  # log.energy=false (the default) keeps older ids
+        container["log"].pop("energy")
     return container
 
 
@@ -151,9 +153,11 @@ def _train(cfg: DictConfig, run_id: str, ckpt_path: Path, progress: bool | None,
         progress=bool(cfg.log.progress) if progress is None else progress,
         checkpoint_path=ckpt_path if cfg.train.checkpoint_every else None, desc=run_id,
     )
-    result = trainer.fit(model, task)
+    from lipgnn.diagnostics.probe import fit_traced
+
+    result, diagnostics = fit_traced(trainer, model, task, energy=bool(cfg.log.get("energy", False)))
     record = {
-        **base, "status": result.status, "metric": task.metric, "history": result.history,
+        **base, **diagnostics, "status": result.status, "metric": task.metric, "history": result.history,
         "best": result.best, "last": result.last, "epochs_run": result.epochs_run,
         "wall_time_s": round(time.time() - started, 3), "device": str(device),
         "num_parameters": sum(p.numel() for p in model.parameters()),
