@@ -20,7 +20,6 @@ from lipgnn.diagnostics import (
     skip_blocks,
     trace_layers,
 )
-from lipgnn.diagnostics.init import apply_init
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -198,14 +197,3 @@ def test_prune_single_layers_scores_each_pruned_model() -> None:
     with torch.no_grad():
         expected = (model.head(2 * 3 * model.encoder(data.x)).argmax(1) == data.y).float().mean().item()
     assert rows[2]["test"] == pytest.approx(expected)
-
-
-def test_xavier_init_zeroes_biases_and_keeps_layernorm_gain() -> None:
-    model = nn.Sequential(nn.Linear(8, 4), nn.LayerNorm(4))
-    apply_init(model, "xavier")
-    assert torch.count_nonzero(model[0].bias) == 0
-    assert torch.equal(model[1].weight, torch.ones(4))
-    bound = math.sqrt(6 / 12)
-    assert model[0].weight.abs().max() <= bound
-    with pytest.raises(ValueError, match="init"):
-        apply_init(model, "orthogonal")
