@@ -15,8 +15,8 @@ from omegaconf import DictConfig
 
 from lipgnn.errors import ConfigError
 
-MODELS = ("gcn", "ggnn", "gin", "gat", "gt", "gcnii")
-ATTENTION_MODELS = ("gat", "gt")
+MODELS = ("gcn", "ggnn", "gin", "gat", "gt", "gcnii", "san")
+ATTENTION_MODELS = ("gat", "gt", "san")
 NORMS = ("none", "pairnorm", "layernorm", "lip")
 DATASET_KINDS = ("planetoid", "trees", "ogb")
 LOGGERS = ("none", "wandb")
@@ -80,8 +80,8 @@ def _validate_model(model: DictConfig, norm: DictConfig) -> None:
         _require(0.0 <= value < 1.0, f"model.{key}={value} must lie in [0, 1)")
     _require(model.impl in ("pyg", "fused"), f"model.impl={model.impl!r} is unknown; use pyg or fused")
     _require(model.impl == "pyg" or model.name in ATTENTION_MODELS,
-             f"model.impl=fused exists only for attention models (gat, gt), not model={model.name}")
-    _validate_block_options(model)
+             f"model.impl=fused exists only for attention models (gat, gt, san), not model={model.name}")
+    _validate_block_options(model, norm)
     if norm.name == "lip":
         _require(_number(norm.alpha, "norm.alpha") > 0, f"norm.alpha={norm.alpha} must be > 0")
         _require(norm.variant in ("paper", "reference"),
@@ -92,16 +92,40 @@ def _validate_model(model: DictConfig, norm: DictConfig) -> None:
 
 LAYER_NORMS = ("none", "pre", "post")
 ACTIVATIONS = ("default", "relu", "elu", "gelu", "none")
+INITS = ("default", "xavier")
 
 
-def _validate_block_options(model: DictConfig) -> None:
-    """``model.layer_norm`` and ``model.activation`` (every model; absent keys mean none/default)."""
+def _validate_block_options(model: DictConfig, norm: DictConfig) -> None:
+    """Guan & He's keys: ``model.layer_norm``, ``model.activation`` (every model), ``model.nonlocal``
+    (gat, gt, san), ``model.init`` and SAN's ``ffn_hidden`` (absent keys mean their defaults)."""
     placement = model.get("layer_norm", "none")
     _require(placement in LAYER_NORMS,
              f"model.layer_norm={placement!r} is unknown; use none, pre (x + f(LN(x))) or post (LN(x + f(x)))")
     activation = model.get("activation", "default")
     _require(activation in ACTIVATIONS,
              f"model.activation={activation!r} is unknown; use one of: {', '.join(ACTIVATIONS)}")
+    init = model.get("init", "default")
+    _require(init in INITS, f"model.init={init!r} is unknown; use default (PyTorch's) or xavier")
+    use_nonlocal = model.get("nonlocal", False)
+    _require(isinstance(use_nonlocal, bool), f"model.nonlocal={use_nonlocal!r} must be true or false")
+    if use_nonlocal:
+        _require(model.name in ATTENTION_MODELS,
+                 f"model.nonlocal=true needs an attention model ({', '.join(ATTENTION_MODELS)}), "
+                 f"not model={model.name}")
+        _require(model.head_aggregation == "concat",
+                 "model.nonlocal=true scales each head separately; use model.head_aggregation=concat")
+        source = model.get("nonlocal_source", "x")
+        _require(source in ("x", "xv"), f"model.nonlocal_source={source!r} is unknown; use x or xv")
+        _require(isinstance(model.get("nonlocal_grad", True), bool),
+                 f"model.nonlocal_grad={model.get('nonlocal_grad')!r} must be true or false")
+    if model.name == "san":
+        _require(norm.name in ("none", "lip"),
+                 f"norm={norm.name} does not apply to model=san (its LayerNorm is model.layer_norm); use norm=none|lip")
+        _require(model.head_aggregation == "concat",
+                 "model=san concatenates its heads; use model.head_aggregation=concat")
+        ffn = model.get("ffn_hidden", 1)
+        _require(isinstance(ffn, int) and not isinstance(ffn, bool) and ffn >= 1,
+                 f"model.ffn_hidden={ffn!r} must be an integer >= 1 (the FFN width)")
 
 
 def _validate_log_energy(log: DictConfig) -> None:
@@ -138,5 +162,10 @@ def _validate_train(train: DictConfig) -> None:
              f"train.scheduler={train.scheduler!r} is unknown; valid: {', '.join(SCHEDULERS)}")
     _require(isinstance(train.checkpoint_every, int) and train.checkpoint_every >= 0,
              f"train.checkpoint_every={train.checkpoint_every!r} must be an integer >= 0")
+    warmup = train.get("warmup_epochs", 0)
+    _require(isinstance(warmup, int) and not isinstance(warmup, bool) and warmup >= 0,
+             f"train.warmup_epochs={warmup!r} must be an integer >= 0 (0 = no warm-up)")
+    _require(warmup == 0 or train.scheduler == "none",
+             f"train.warmup_epochs={warmup} sets the learning rate itself; use it with train.scheduler=none")
     _require(isinstance(train.eval_every, int) and train.eval_every >= 1,
              f"train.eval_every={train.eval_every!r} must be an integer >= 1")

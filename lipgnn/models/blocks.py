@@ -86,6 +86,8 @@ class GNNBlock(nn.Module):
         placement: ``model.layer_norm``, one of :data:`LN_PLACEMENTS` (pre: :math:`x + f(\mathrm{LN}(x))`,
             post: :math:`\mathrm{LN}(x + f(x))`).
         block_norm: the per-node LayerNorm used by ``placement`` pre/post (required there).
+        nonlocal_mp: a :class:`~lipgnn.models.nonlocal_mp.NonlocalScale` that runs the (attention)
+            conv with each head's aggregation scaled by its Laplacian energy (Guan & He §4.1).
     """
 
     def __init__(
@@ -99,6 +101,7 @@ class GNNBlock(nn.Module):
         residual: bool = False,
         placement: str = "none",
         block_norm: nn.Module | None = None,
+        nonlocal_mp: nn.Module | None = None,
     ) -> None:
         super().__init__()
         if call not in CONV_CALLS:
@@ -118,6 +121,9 @@ class GNNBlock(nn.Module):
         # Registered only when used, so placement=none keeps today's state-dict keys.
         if block_norm is not None:
             self.block_norm = block_norm
+        if nonlocal_mp is not None and call != "attention":
+            raise ValueError("nonlocal message passing needs an attention conv")
+        self.nonlocal_mp = nonlocal_mp  # holds no parameters: state-dict keys are unchanged
 
     @property
     def has_attention(self) -> bool:
@@ -133,7 +139,10 @@ class GNNBlock(nn.Module):
         h = self.block_norm(x) if self.placement == "pre" else x
         h = F.dropout(h, p=self.dropout, training=self.training)
         if self.call == "attention":
-            h = self.conv(h, edge_index, edge_attr)
+            if self.nonlocal_mp is None:
+                h = self.conv(h, edge_index, edge_attr)
+            else:
+                h = self.nonlocal_mp(self.conv, h, edge_index, edge_attr)
         elif self.call == "initial":
             if x_0 is None:
                 raise ValueError("a GCNII block needs the initial representation x_0")

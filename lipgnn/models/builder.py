@@ -38,14 +38,23 @@ from typing import Any
 
 from torch import nn
 from torch_geometric.nn import MLP, GatedGraphConv, GCN2Conv, GCNConv, GINConv
+from torch_geometric.nn.dense.linear import Linear as PygLinear
 from torch_geometric.nn.norm import LayerNorm, PairNorm
 
 from lipgnn.errors import ConfigError
 from lipgnn.models.blocks import LN_PLACEMENTS, EmbeddingSum, GNNBlock
 from lipgnn.models.deep import DeepGNN
+from lipgnn.models.nonlocal_mp import NONLOCAL_SOURCES, NonlocalScale
+from lipgnn.models.san import SANBlock
 
 MODEL_NAMES: tuple[str, ...] = ("gcn", "ggnn", "gin", "gat", "gt", "gcnii")
 ATTENTION_MODELS: tuple[str, ...] = ("gat", "gt")
+#: Guan & He's self-attention GNN (:mod:`lipgnn.models.san`): its own block, norm none | lip only.
+SAN_NAME = "san"
+ALL_MODEL_NAMES: tuple[str, ...] = (*MODEL_NAMES, SAN_NAME)
+#: Models whose attention heads nonlocal message passing can scale (``model.nonlocal``).
+NONLOCAL_MODELS: tuple[str, ...] = ("gat", "gt", SAN_NAME)
+INITS: tuple[str, ...] = ("default", "xavier")
 NORM_NAMES: tuple[str, ...] = ("none", "pairnorm", "layernorm", "lip")
 IMPLS: tuple[str, ...] = ("pyg", "fused")
 LIP_VARIANTS: tuple[str, ...] = ("paper", "reference")
@@ -65,6 +74,7 @@ _ACTIVATIONS: dict[str, type[nn.Module] | None] = {
     "gat": nn.ELU,
     "gt": nn.ELU,
     "gcnii": nn.ReLU,
+    "san": nn.ReLU,  # the FFN's activation (the attention sublayer has none)
 }
 
 _NAMED_ACTIVATIONS: dict[str, type[nn.Module] | None] = {
@@ -97,6 +107,29 @@ def _choice(value: Any, allowed: tuple[str, ...], key: str) -> str:
     if value not in allowed:
         raise ConfigError(f"{key}={value} is unknown; choose one of: {', '.join(allowed)}")
     return value
+
+
+def xavier_init_(module: nn.Module) -> nn.Module:
+    """``model.init=xavier``: Xavier-uniform weights and zero biases for every linear map (``nn.Linear``
+    and PyG's ``Linear``); embeddings, LayerNorm and attention vectors keep their own init."""
+    for m in module.modules():
+        if isinstance(m, (nn.Linear, PygLinear)):
+            nn.init.xavier_uniform_(m.weight)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+    return module
+
+
+def _nonlocal_options(model_cfg: Any, name: str, aggregation: str) -> NonlocalScale | None:
+    if not bool(_opt(model_cfg, "nonlocal", False)):
+        return None
+    if name not in NONLOCAL_MODELS:
+        raise ConfigError(f"model.nonlocal=true needs an attention model ({', '.join(NONLOCAL_MODELS)}), "
+                          f"not model={name}")
+    if aggregation != "concat":
+        raise ConfigError("model.nonlocal=true scales each head separately; use model.head_aggregation=concat")
+    source = _choice(_opt(model_cfg, "nonlocal_source", "x"), NONLOCAL_SOURCES, "model.nonlocal_source")
+    return NonlocalScale(source=source, grad=bool(_opt(model_cfg, "nonlocal_grad", True)))
 
 
 def attention_conv_classes(impl: str) -> tuple[type[nn.Module], type[nn.Module]]:
@@ -151,9 +184,19 @@ def build_model(model_cfg: Any, norm_cfg: Any, spec: Any, depth: int) -> DeepGNN
             model.
     """
     name = _opt(model_cfg, "name", None)
-    if name is None or str(name) not in MODEL_NAMES:
-        raise ConfigError(f"model.name={name} is unknown; choose one of: {', '.join(MODEL_NAMES)}")
+    if name is None or str(name) not in ALL_MODEL_NAMES:
+        raise ConfigError(f"model.name={name} is unknown; choose one of: {', '.join(ALL_MODEL_NAMES)}")
     name = str(name)
+    init = _choice(_opt(model_cfg, "init", "default"), INITS, "model.init")
+    if name == SAN_NAME:
+        net = _build_san(model_cfg, norm_cfg, spec, depth)
+    else:
+        net = _build_gnn(name, model_cfg, norm_cfg, spec, depth)
+    return xavier_init_(net) if init == "xavier" else net
+
+
+def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any) -> DeepGNN:
+    """The six block models of :data:`MODEL_NAMES` (module docstring)."""
     norm = _choice(_opt(norm_cfg, "name", "none"), NORM_NAMES, "norm.name")
     if isinstance(depth, bool) or int(depth) != depth or int(depth) < 1:
         raise ConfigError(f"depth={depth} is invalid; the number of message-passing layers must be an integer >= 1")
@@ -184,6 +227,10 @@ def build_model(model_cfg: Any, norm_cfg: Any, spec: Any, depth: int) -> DeepGNN
         )
 
     input_kind, num_features, vocab_sizes, num_classes, edge_dim = _spec_fields(spec)
+
+    # One NonlocalScale per block (each keeps its last factors for diagnostics); None without nonlocal.
+    aggregation = str(_opt(model_cfg, "head_aggregation", "concat"))
+    _nonlocal_options(model_cfg, name, aggregation)  # validates before anything is built
 
     # Per-model conv factory: layer index -> (conv, how to call it).
     if name in ATTENTION_MODELS:
@@ -254,6 +301,7 @@ def build_model(model_cfg: Any, norm_cfg: Any, spec: Any, depth: int) -> DeepGNN
                 residual=residual,
                 placement=placement,
                 block_norm=nn.LayerNorm(hidden) if placement != "none" else None,
+                nonlocal_mp=_nonlocal_options(model_cfg, name, aggregation),
             )
         )
 
@@ -272,3 +320,58 @@ def build_model(model_cfg: Any, norm_cfg: Any, spec: Any, depth: int) -> DeepGNN
         model_name=name,
         norm_name=norm,
     )
+
+
+def _build_san(model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any) -> DeepGNN:
+    """Guan & He's SAN (:mod:`lipgnn.models.san`): dropout + MLP encoder, ``depth`` SAN blocks, linear decoder."""
+    norm = _choice(_opt(norm_cfg, "name", "none"), NORM_NAMES, "norm.name")
+    if norm not in ("none", "lip"):
+        raise ConfigError(f"norm={norm} does not apply to model=san (its LayerNorm is model.layer_norm); "
+                          "use norm=none or norm=lip")
+    if isinstance(depth, bool) or int(depth) != depth or int(depth) < 1:
+        raise ConfigError(f"depth={depth} is invalid; the number of message-passing layers must be an integer >= 1")
+    hidden = int(_opt(model_cfg, "hidden", 0))
+    heads = int(_opt(model_cfg, "heads", 1))
+    if hidden < 1 or heads < 1 or hidden % heads != 0:
+        raise ConfigError(f"model.hidden={hidden} and model.heads={heads} are invalid for model=san: "
+                          "use hidden >= 1 and heads >= 1 dividing hidden (head size = hidden / heads)")
+    ffn_hidden = int(_opt(model_cfg, "ffn_hidden", 2 * hidden))
+    if ffn_hidden < 1:
+        raise ConfigError(f"model.ffn_hidden={ffn_hidden} is invalid; set the FFN width >= 1")
+    dropout = float(_opt(model_cfg, "dropout", 0.0))
+    attn_dropout = float(_opt(model_cfg, "attn_dropout", 0.0))
+    for key, p in (("model.dropout", dropout), ("model.attn_dropout", attn_dropout)):
+        if not 0.0 <= p < 1.0:
+            raise ConfigError(f"{key}={p} is invalid; a dropout probability must lie in [0, 1)")
+    impl = _choice(_opt(model_cfg, "impl", "pyg"), IMPLS, "model.impl")
+    placement = _choice(_opt(model_cfg, "layer_norm", "post"), LN_PLACEMENTS, "model.layer_norm")
+    act_cls = activation_class(SAN_NAME, _opt(model_cfg, "activation", "default"))
+    aggregation = _choice(_opt(model_cfg, "head_aggregation", "concat"), HEAD_AGGREGATIONS, "model.head_aggregation")
+    if aggregation != "concat":
+        raise ConfigError("model=san concatenates its heads (MP = (P_1 X V_1 || ... || P_h X V_h) W); "
+                          "use model.head_aggregation=concat")
+    lip_kwargs: dict[str, Any] = {"lipschitz_norm": norm == "lip"}
+    if norm == "lip":
+        lip_kwargs["alpha"] = float(_opt(norm_cfg, "alpha", 1.0))
+        lip_kwargs["variant"] = _choice(_opt(norm_cfg, "variant", "paper"), LIP_VARIANTS, "norm.variant")
+    _, gt_cls = attention_conv_classes(impl)
+    input_kind, num_features, vocab_sizes, num_classes, _ = _spec_fields(spec)
+
+    blocks = []
+    for _layer in range(int(depth)):
+        # root_weight=False: MP has no skip term (the block's residual is the skip); bias=False: Q, K, V
+        # are the paper's linear maps K X, Q X, X V_i.
+        conv = gt_cls(hidden, hidden // heads, heads=heads, concat=True, dropout=attn_dropout, root_weight=False,
+                      bias=False, **lip_kwargs)
+        blocks.append(SANBlock(conv, hidden, ffn_hidden, placement, act_cls,
+                               _nonlocal_options(model_cfg, SAN_NAME, aggregation)))
+    if input_kind == "embedding":
+        encoder: nn.Module = EmbeddingSum(vocab_sizes, hidden)
+    else:
+        layers: list[nn.Module] = [nn.Dropout(dropout), nn.Linear(num_features, hidden)]
+        if act_cls is not None:
+            layers.append(act_cls())
+        layers.append(nn.Linear(hidden, hidden))
+        encoder = nn.Sequential(*layers)
+    return DeepGNN(encoder, blocks, nn.Linear(hidden, num_classes), self_loops=True, model_name=SAN_NAME,
+                   norm_name=norm)

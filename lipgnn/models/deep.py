@@ -11,16 +11,17 @@ r"""The deep GNN every experiment trains: encoder → ``depth`` message-passing 
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
-
-from lipgnn.models.blocks import GNNBlock
+from torch_geometric.utils import add_self_loops, remove_self_loops
 
 
 class DeepGNN(nn.Module):
-    r"""Encoder → ``depth`` :class:`GNNBlock` s → ``Linear(hidden, num_classes)`` (node-level logits).
+    r"""Encoder → ``depth`` blocks (:class:`~lipgnn.models.blocks.GNNBlock` or SAN blocks) → output ``Linear``.
 
     .. math::
         \hat y = W_{\mathrm{out}}\,\mathrm{Dropout}_{q}\big(\mathrm{Block}_{L-1} \circ \dots \circ
@@ -41,13 +42,18 @@ class DeepGNN(nn.Module):
         checkpoint_activations: recompute each block in the backward pass instead of storing its
             activations (``torch.utils.checkpoint``, non-reentrant; dropout masks are reproduced
             because the RNG state is saved and restored). Settable after construction.
+        self_loops: replace the graph's self-loops by one per node before the blocks (SAN's softmax runs
+            over the neighbours plus self); the result is cached for the edge-index tensor last seen.
         model_name / norm_name: recorded for ``repr`` and run records.
+
+    ``forward(..., skip_blocks=...)`` leaves the given block indices out (each an identity), for
+    single-layer pruning at evaluation (Guan & He Table 8).
     """
 
     def __init__(
         self,
         encoder: nn.Module,
-        blocks: list[GNNBlock],
+        blocks: list[nn.Module],
         head: nn.Linear,
         *,
         input_activation: nn.Module | None = None,
@@ -55,6 +61,7 @@ class DeepGNN(nn.Module):
         head_dropout: float = 0.0,
         uses_edge_attr: bool = False,
         checkpoint_activations: bool = False,
+        self_loops: bool = False,
         model_name: str = "",
         norm_name: str = "none",
     ) -> None:
@@ -67,6 +74,8 @@ class DeepGNN(nn.Module):
         self.head_dropout = float(head_dropout)
         self.uses_edge_attr = bool(uses_edge_attr)
         self.checkpoint_activations = bool(checkpoint_activations)
+        self.self_loops = bool(self_loops)
+        self._loops_cache: tuple[Tensor, Tensor] | None = None
         self.model_name = model_name
         self.norm_name = norm_name
 
@@ -87,12 +96,28 @@ class DeepGNN(nn.Module):
             h = self.input_activation(h)
         return h
 
-    def forward(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor | None = None) -> Tensor:
+    def prepare_edges(self, edge_index: Tensor, num_nodes: int) -> Tensor:
+        """The edge index the blocks see: ``edge_index`` itself, or with one self-loop per node."""
+        if not self.self_loops:
+            return edge_index
+        cached = self._loops_cache
+        if cached is not None and cached[0] is edge_index:
+            return cached[1]
+        looped, _ = add_self_loops(remove_self_loops(edge_index)[0], num_nodes=num_nodes)
+        self._loops_cache = (edge_index, looped)
+        return looped
+
+    def forward(
+        self, x: Tensor, edge_index: Tensor, edge_attr: Tensor | None = None, skip_blocks: Collection[int] = ()
+    ) -> Tensor:
         if not self.uses_edge_attr:
             edge_attr = None
+        edge_index = self.prepare_edges(edge_index, x.size(0))
         h = x_0 = self.encode(x)
         use_checkpoint = self.checkpoint_activations and self.training and torch.is_grad_enabled()
-        for block in self.blocks:
+        for index, block in enumerate(self.blocks):
+            if index in skip_blocks:
+                continue
             if use_checkpoint:
                 # Non-reentrant checkpointing supports inputs without grad (edge_index) and keyword
                 # None inputs; preserve_rng_state (default) replays the same dropout masks.

@@ -34,7 +34,9 @@ NON_IDENTITY_KEYS = (
 )
 # Model keys added after records existed: at these values they leave a run's id unchanged, so the
 # records of configs that predate them keep their ids.
-NEUTRAL_MODEL_DEFAULTS: dict[str, Any] = {"layer_norm": "none", "activation": "default"}
+NEUTRAL_TRAIN_DEFAULTS: dict[str, Any] = {"warmup_epochs": 0}
+NEUTRAL_MODEL_DEFAULTS: dict[str, Any] = {"layer_norm": "none", "activation": "default", "nonlocal": False,
+                                          "nonlocal_source": "x", "nonlocal_grad": True}
 RECORD_SCHEMA = 1
 FINISHED = ("completed", "diverged")
 
@@ -58,9 +60,10 @@ def identity_config(cfg: DictConfig) -> dict[str, Any]:
     if model.get("name") not in ATTENTION_MODELS:
         for key in ("heads", "head_aggregation", "attn_dropout", "impl"):
             model.pop(key, None)
-    for key, neutral in NEUTRAL_MODEL_DEFAULTS.items():
-        if key in model and model[key] == neutral:
-            model.pop(key)
+    for node, neutrals in ((model, NEUTRAL_MODEL_DEFAULTS), (container.get("train", {}), NEUTRAL_TRAIN_DEFAULTS)):
+        for key, neutral in neutrals.items():
+            if key in node and node[key] == neutral:
+                node.pop(key)
     if container.get("log", {}).get("energy") is False:  # log.energy=false (the default) keeps older ids
         container["log"].pop("energy")
     return container

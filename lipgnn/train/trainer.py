@@ -52,6 +52,18 @@ def _empty_point() -> dict[str, Any]:
     return {"epoch": None, "loss": None, "train": None, "val": None, "test": None}
 
 
+def set_warmup_lr(optimizer: torch.optim.Optimizer, peak: float, warmup_epochs: int, epoch: int) -> None:
+    """``train.warmup_epochs``: linear warm-up to ``train.lr`` over the first epochs, then constant
+    (Guan & He B.1's Post-LN protocol, "warm up ... with maximum 1e-4"; the shape is ours).
+
+    Epoch ``e`` (1-based) trains at ``lr · min(1, e / warmup_epochs)``; a function of the epoch alone,
+    so a resumed run continues the same schedule. ``warmup_epochs = 0`` leaves the optimiser alone."""
+    if warmup_epochs <= 0:
+        return
+    for group in optimizer.param_groups:
+        group["lr"] = peak * min(1.0, epoch / warmup_epochs)
+
+
 class Trainer:
     def __init__(
         self,
@@ -93,6 +105,7 @@ class Trainer:
         bar = tqdm(range(state.epoch + 1, cfg.epochs + 1), desc=self.desc, disable=not self.progress,
                    leave=False, dynamic_ncols=True)
         for epoch in bar:
+            set_warmup_lr(optimizer, cfg.lr, int(cfg.get("warmup_epochs", 0) or 0), epoch)
             loss, norms = self._train_epoch(model, task, optimizer, shuffle)
             loss = faults.maybe_nan(self.desc, epoch, loss)
             if not math.isfinite(loss):

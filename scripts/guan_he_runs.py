@@ -1,0 +1,182 @@
+r"""Guan & He's training experiments: SAN with Pre-LN, Post-LN and nonlocal Post-LN against depth.
+
+One record per (variant, dataset, depth, seed) in ``<results_dir>/runs/gh_depth/``; each carries, beside
+the usual training record, the diagnostics of the trained model (final weights, eval mode) that the
+``gh_similarity`` (Fig. 2, eq. 1) and ``gh_pruning`` (Table 8) artifacts read:
+
+* ``similarity``: the inter-layer cosine-similarity matrix
+  :math:`\mathrm{sim}(X^s, X^t) = \frac{1}{n}\sum_i \frac{X^s(i)\cdot X^t(i)}{|X^s(i)||X^t(i)|}` over the
+  encoder output :math:`X^0` and the block outputs :math:`X^1..X^L`;
+* ``pruning``: validation and test accuracy with block :math:`k` skipped, for every :math:`k`, and with none.
+
+Protocol (paper B.1): fully supervised random 60/20/20 split, hidden 32, weight decay 5e-4 (Adam L2);
+Pre-LN lr 1e-3; Post-LN and nonlocal: linear warm-up to a peak of 1e-4, then constant. ``--budget cpu``
+is the stated reduction (Cora, depths 2/32/64, one seed, 100 epochs with 20 warm-up epochs, the same for
+every variant); ``--budget paper`` is the paper's grid (5 datasets, depths up to 256, 5000 epochs).
+
+Usage: ``python scripts/guan_he_runs.py --budget cpu [--only-depth 32] [--dry-run]``.
+
+The random split is made here (:func:`random_split_masks`) because the data layer has no
+``dataset.split=random`` yet; records carry ``dataset.split: random`` so that the key means the same
+thing once the data layer has it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig, OmegaConf
+from torch import Tensor
+from torch_geometric import seed_everything
+
+from lipgnn.config import validate
+from lipgnn.data import load
+from lipgnn.data.common import stable_seed
+from lipgnn.models import build_model
+from lipgnn.provenance import loaded_commit, versions
+from lipgnn.results.store import run_record_path, write_record
+from lipgnn.train.run import RECORD_SCHEMA, resolve_device, run_id_for
+from lipgnn.train.trainer import Trainer
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+EXPERIMENT = "gh_depth"
+#: variant -> overrides (paper B.1: Pre-LN lr 1e-3; Post-LN and nonlocal warm up to 1e-4).
+VARIANTS: dict[str, list[str]] = {
+    "pre": ["model.layer_norm=pre", "model.nonlocal=false", "train.lr=0.001"],
+    "post": ["model.layer_norm=post", "model.nonlocal=false", "train.lr=0.0001"],
+    "nonlocal": ["model.layer_norm=post", "model.nonlocal=true", "train.lr=0.0001"],
+}
+BUDGETS: dict[str, dict[str, Any]] = {
+    "cpu": {"datasets": ("cora",), "depths": (2, 32, 64), "seeds": (0,), "epochs": 100, "warmup": 20},
+    "smoke": {"datasets": ("cora",), "depths": (3,), "seeds": (0,), "epochs": 3, "warmup": 2},
+    "paper": {"datasets": ("cora", "citeseer", "pubmed", "cs", "physics"), "depths": (2, 32, 64, 128, 256),
+              "seeds": (0, 1, 2, 3, 4), "epochs": 5000, "warmup": 500},
+}
+
+
+def random_split_masks(num_nodes: int, seed: int, dataset: str,
+                       fractions: tuple[float, float] = (0.6, 0.2)) -> tuple[Tensor, Tensor, Tensor]:
+    """Train/val/test masks of a uniformly random 60/20/20 node split, fixed by (dataset, seed)."""
+    g = torch.Generator().manual_seed(stable_seed("random-split", dataset, seed))
+    perm = torch.randperm(num_nodes, generator=g)
+    n_train, n_val = int(round(fractions[0] * num_nodes)), int(round(fractions[1] * num_nodes))
+    masks = []
+    for part in (perm[:n_train], perm[n_train:n_train + n_val], perm[n_train + n_val:]):
+        mask = torch.zeros(num_nodes, dtype=torch.bool)
+        mask[part] = True
+        masks.append(mask)
+    return masks[0], masks[1], masks[2]
+
+
+def cosine_similarity_matrix(layers: list[Tensor]) -> Tensor:
+    r"""Eq. (1): :math:`\frac{1}{n}\sum_i \cos(X^s(i), X^t(i))` for every pair of layer outputs.
+
+    A local copy: ``lipgnn.diagnostics`` will own the shared one."""
+    unit = torch.stack([torch.nn.functional.normalize(x, dim=1) for x in layers])  # [L, n, d]
+    return torch.einsum("snd,tnd->st", unit, unit) / unit.size(1)
+
+
+@torch.no_grad()
+def trained_diagnostics(model: torch.nn.Module, data: Any) -> dict[str, Any]:
+    """Similarity matrix of the layer outputs and single-block pruning accuracies (eval mode)."""
+    model.eval()
+    outputs: list[Tensor] = []
+    hooks = [model.encoder.register_forward_hook(lambda m, i, o: outputs.append(o))]
+    hooks += [b.register_forward_hook(lambda m, i, o: outputs.append(o)) for b in model.blocks]
+    logits = model(data.x, data.edge_index)
+    for h in hooks:
+        h.remove()
+
+    def acc(out: Tensor, mask: Tensor) -> float:
+        return float((out[mask].argmax(-1) == data.y[mask]).float().mean())
+
+    pruning = {"none": {"val": acc(logits, data.val_mask), "test": acc(logits, data.test_mask)}}
+    for k in range(model.depth):
+        out = model(data.x, data.edge_index, skip_blocks={k})
+        pruning[str(k + 1)] = {"val": acc(out, data.val_mask), "test": acc(out, data.test_mask)}
+    sim = cosine_similarity_matrix(outputs)
+    return {"similarity": [[round(float(v), 5) for v in row] for row in sim], "pruning": pruning}
+
+
+def make_config(budget: str, variant: str, dataset: str, depth: int, seed: int, results_dir: str) -> DictConfig:
+    spec = BUDGETS[budget]
+    overrides = [
+        "model=san", f"dataset={dataset}", f"depth={depth}", f"seed={seed}", f"budget={'cpu' if budget == 'smoke' else budget}",
+        f"experiment_name={EXPERIMENT}", f"results_dir={results_dir}", "log.progress=false",
+        f"train.epochs={spec['epochs']}", "train.weight_decay=0.0005", "train.num_threads=1",
+        *VARIANTS[variant],
+    ]
+    overrides.append(f"train.warmup_epochs={0 if variant == 'pre' else spec['warmup']}")
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        cfg = compose(config_name="config", overrides=overrides)
+    OmegaConf.set_struct(cfg, False)
+    cfg.dataset.split = "random"  # 60/20/20, made by random_split_masks
+    cfg.variant_name = variant
+    return cfg
+
+
+def run_one(cfg: DictConfig) -> dict[str, Any] | None:
+    validate(cfg)
+    run_id = run_id_for(cfg)
+    path = run_record_path(cfg.results_dir, EXPERIMENT, run_id)
+    if path.exists():
+        print(f"skip {run_id}: record exists")
+        return None
+    torch.set_num_threads(int(cfg.train.num_threads))
+    seed_everything(int(cfg.seed))
+    task = load(cfg.dataset, int(cfg.seed))
+    (data,) = list(task.eval_batches())
+    data.train_mask, data.val_mask, data.test_mask = random_split_masks(data.num_nodes, int(cfg.seed),
+                                                                       str(cfg.dataset.name))
+    seed_everything(int(cfg.seed))
+    device = resolve_device("cpu")
+    model = build_model(cfg.model, cfg.norm, task.spec, int(cfg.depth))
+    started = time.time()
+    result = Trainer(cfg.train, device=device, seed=int(cfg.seed), progress=False, desc=run_id).fit(model, task)
+    train_s = time.time() - started
+    diagnostics = trained_diagnostics(model, data) if result.status == "completed" else {}
+    diagnostics["train_time_s"] = round(train_s, 1)
+    record = {
+        "schema": RECORD_SCHEMA, "run_id": run_id, "experiment": EXPERIMENT,
+        "config": OmegaConf.to_container(cfg, resolve=True), "seed": int(cfg.seed), "versions": versions(),
+        "git_commit": loaded_commit(), "status": result.status, "metric": task.metric, "history": result.history,
+        "best": result.best, "last": result.last, "epochs_run": result.epochs_run,
+        "wall_time_s": round(time.time() - started, 3), "device": str(device),
+        "num_parameters": sum(p.numel() for p in model.parameters()), "info": dict(task.info),
+        "error": result.error, "resumed_from": result.resumed_from, "diagnostics": diagnostics,
+    }
+    write_record(cfg.results_dir, record)
+    best = result.best
+    print(f"[{result.status}] {run_id}: best val {best['val']} @ {best['epoch']} test {best['test']} "
+          f"train {best['train']} ({train_s:.0f} s)", flush=True)
+    return record
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget", choices=sorted(BUDGETS), default="cpu")
+    parser.add_argument("--results-dir", default="results")
+    parser.add_argument("--only-depth", type=int, default=None)
+    parser.add_argument("--dry-run", action="store_true")
+    args = parser.parse_args()
+    spec = BUDGETS[args.budget]
+    for dataset in spec["datasets"]:
+        for depth in spec["depths"]:
+            if args.only_depth is not None and depth != args.only_depth:
+                continue
+            for seed in spec["seeds"]:
+                for variant in VARIANTS:
+                    cfg = make_config(args.budget, variant, dataset, depth, seed, args.results_dir)
+                    if args.dry_run:
+                        print(run_id_for(cfg))
+                        continue
+                    run_one(cfg)
+
+
+if __name__ == "__main__":
+    main()
