@@ -24,13 +24,16 @@ from lipgnn.diagnostics.tracing import trace_layers
 DEFINITION = "E_m(X^k) = (1/n) int_G |grad_mu^m X^k|^2 dmu, omega=1, mu=deg+1 (Guan & He §2); k=0 encoder output"
 
 
-def energy_profile(model: nn.Module, data: Any, graph: GraphMeasure | None = None) -> dict[str, Any]:
+def energy_profile(model: nn.Module, data: Any, graph: GraphMeasure | None = None, *,
+                   dirichlet_every_layer: bool = True) -> dict[str, Any]:
     """``{"laplacian": [E_2(X^0..X^L)], "dirichlet": [E_1(X^0..X^L)], "width": d of X^L}`` of one
-    eval-mode forward pass."""
+    eval-mode forward pass; ``dirichlet_every_layer=False`` keeps only ``[E_1(X^0), E_1(X^L)]`` (the
+    edge-wise gather of E_1 dominates the cost on large graphs)."""
     layers = trace_layers(model, data.x, data.edge_index, getattr(data, "edge_attr", None))
     graph = graph or GraphMeasure(data.edge_index, int(data.num_nodes))
-    return {"laplacian": [graph.energy(h, 2) for h in layers], "dirichlet": [graph.energy(h, 1) for h in layers],
-            "width": int(layers[-1].size(1))}
+    dirichlet_layers = layers if dirichlet_every_layer else [layers[0], layers[-1]]
+    return {"laplacian": [graph.energy(h, 2) for h in layers],
+            "dirichlet": [graph.energy(h, 1) for h in dirichlet_layers], "width": int(layers[-1].size(1))}
 
 
 def fit_traced(trainer: Any, model: nn.Module, task: Any, *, energy: bool) -> tuple[Any, dict[str, Any]]:

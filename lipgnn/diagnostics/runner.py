@@ -2,15 +2,16 @@ r"""Energies of untrained models (Guan & He Tables 2, 4, 6 and Figs. 1, 4), writ
 
 For one composed config (model, dataset, depth, seed) the model is built exactly as a training run builds it
 (:func:`lipgnn.train.run`: seed, load the data, re-seed, build), put in eval mode, and traced by forward
-hooks; the record holds the per-layer energies
+hooks; the record holds the energies
 
 .. math::
     \mathcal{E}_2(X^k) = \frac{1}{n} \sum_i |\Delta_\mu X^k(i)|^2 \mu_i, \quad
     \mathcal{E}_1(X^k) = \frac{1}{n} \sum_i \sum_{j \sim i} |X^k(j) - X^k(i)|^2, \qquad k = 0, \dots, L
 
-(§2, :math:`\omega = 1`, :math:`\mu = \deg + 1`, the paper's 1/n prefactor), :math:`X^L` being the final
-hidden layer (before the decoder). Nothing is trained, so this is its own small runner rather than
-``train.py`` (whose ``train.epochs`` must be >= 1).
+(§2, :math:`\omega = 1`, :math:`\mu = \deg + 1`, the paper's 1/n prefactor): :math:`\mathcal{E}_2` at every
+layer, :math:`\mathcal{E}_1` at :math:`X^0` and at :math:`X^L`, the final hidden layer (before the decoder).
+Nothing is trained, so this is its own small runner rather than ``train.py`` (whose ``train.epochs`` must
+be >= 1).
 
 Options of the measurement live in the config's ``energy`` node (set by ``conf/experiment/gh_energy.yaml``;
 absent → defaults): ``energy.features`` = ``raw`` (the loaders' features) | ``row`` (row-normalised, PyG's
@@ -186,7 +187,7 @@ def measure(cfg: DictConfig, data: Any = None, spec: Any = None, graph: GraphMea
 
     started = time.time()
     model, data = build_untrained(cfg, data, spec)
-    profile = energy_profile(model, data, graph)
+    profile = energy_profile(model, data, graph, dirichlet_every_layer=False)
     width = profile.pop("width")
     config = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(config, dict)
