@@ -304,7 +304,7 @@ def test_gh_energy_artifact_cells_and_claims_from_records() -> None:
     from lipgnn.results.artifacts.guan_he import gh_energy, gh_evolution
 
     recs = []
-    for ln, nl, scale in (("pre", False, 1.0), ("post", "post", False, -1.0)):
+    for ln, nl, scale in (("pre", False, 1.0), ("post", False, -1.0)):
         for seed in range(5):
             for depth in gh_energy.DEPTHS:
                 # Pre grows like k^0.5, post decays like e^{-0.1 k}: per-layer profiles of length depth + 1.
