@@ -101,13 +101,13 @@ def geo_stats(values: Iterable[float]) -> tuple[float, float, float, int]:
     return mean, float(arr.min()), float(arr.max()), int(arr.size)
 
 
-def fit_laws(energies: Iterable[float]) -> dict[str, float]:
-    r"""Both least-squares fits on :math:`k = 1..L` (module docstring): ``power_slope`` :math:`p`,
+def fit_laws(energies: Iterable[float], start: int = 1) -> dict[str, Any]:
+    r"""Both least-squares fits on :math:`k = \text{start}..L` (module docstring): ``power_slope`` :math:`p`,
     ``power_r2``, ``exp_rate`` :math:`c` (per layer; decay when > 0), ``exp_r2``, and ``better``
     (``exponential`` | ``power law``). Layers at or below :data:`FLOOR` are left out."""
     values = np.array(list(energies), dtype=float)
     k = np.arange(len(values), dtype=float)
-    keep = (k >= 1) & np.isfinite(values) & (values > FLOOR)
+    keep = (k >= max(1, start)) & np.isfinite(values) & (values > FLOOR)
     if keep.sum() < 3:
         return {"power_slope": math.nan, "power_r2": math.nan, "exp_rate": math.nan, "exp_r2": math.nan,
                 "better": "n/a", "layers_fitted": int(keep.sum())}
