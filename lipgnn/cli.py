@@ -56,8 +56,14 @@ def train_main() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["energy"]:  # its own parser: Hydra-style overrides plus --m/--plot
+        from lipgnn.diagnostics.cli import main as energy_main
+
+        return energy_main(argv[1:])
     parser = argparse.ArgumentParser(prog="lipgnn", description="lipgnn utilities")
     sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("energy", help="per-layer energies of an untrained model (Guan & He §2): lipgnn energy --help")
     status = sub.add_parser("sweep-status", help="runs done / diverged / failed / missing for an experiment")
     status.add_argument("experiment", help="experiment name, e.g. table3, or an ad-hoc experiment_name")
     status.add_argument("--results-dir", default=None, help="default: results (outputs for ad-hoc experiments)")

@@ -68,7 +68,7 @@ class ModelConfig:
     init: str = choice("default", "default", "xavier")  # weights: PyTorch's default or Xavier-uniform, zero biases
     nonlocal_source: str = choice("x", "x", "xv")  # nonlocal factor from X or from X V_i (Guan & He §4.1)
     nonlocal_grad: Any = flag(True)  # whether the nonlocal factor passes gradients
-    ffn_hidden: int = number(1, ge=1, integer=True)  # SAN: FFN width as a multiple of hidden
+    ffn_hidden: int = number(64, ge=1, integer=True)  # SAN: the FFN's hidden width (other models ignore it)
 
 
 @dataclass

@@ -37,7 +37,7 @@ RENAMED: dict[str, str] = {"norm.variant": "norm.formula"}
 NEUTRAL: dict[str, Any] = {
     "model.layer_norm": "none", "model.activation": "default", "model.nonlocal": False, "model.score": "dot",
     "model.tie_qk": True, "dataset.split": "public", "model.init": "default", "model.nonlocal_source": "x",
-    "model.nonlocal_grad": True, "model.ffn_hidden": 1, "train.warmup_epochs": 0,
+    "model.nonlocal_grad": True, "train.warmup_epochs": 0,
 }
 # Keys that only matter when another key has one of some values: (key, condition key, values).
 APPLIES_WHEN: tuple[tuple[str, str, tuple[Any, ...]], ...] = (
@@ -46,6 +46,8 @@ APPLIES_WHEN: tuple[tuple[str, str, tuple[Any, ...]], ...] = (
     *((f"dataset.{k}", "dataset.split", ("random",))
       for k in ("train_per_class", "train_fraction", "val_fraction", "test_fraction")),
     ("model.tie_qk", "model.score", ("l2",)),
+    ("model.ffn_hidden", "model.name", ("san",)),
+    *((f"model.{k}", "model.nonlocal", (True,)) for k in ("nonlocal_source", "nonlocal_grad")),
 )
 # TREES' train_fraction is its own key (not a random-split key): kinds whose split keys APPLIES_WHEN governs.
 _SPLIT_KINDS = ("planetoid", "pyg")

@@ -53,7 +53,6 @@ VARIANTS: dict[str, list[str]] = {
 }
 BUDGETS: dict[str, dict[str, Any]] = {
     "cpu": {"datasets": ("cora",), "depths": (2, 32, 64), "seeds": (0,), "epochs": 100, "warmup": 20},
-    "smoke": {"datasets": ("cora",), "depths": (3,), "seeds": (0,), "epochs": 3, "warmup": 2},
     "paper": {"datasets": ("cora", "citeseer", "pubmed", "cs", "physics"), "depths": (2, 32, 64, 128, 256),
               "seeds": (0, 1, 2, 3, 4), "epochs": 5000, "warmup": 500},
 }
@@ -106,7 +105,7 @@ def trained_diagnostics(model: torch.nn.Module, data: Any) -> dict[str, Any]:
 def make_config(budget: str, variant: str, dataset: str, depth: int, seed: int, results_dir: str) -> DictConfig:
     spec = BUDGETS[budget]
     overrides = [
-        "model=san", f"dataset={dataset}", f"depth={depth}", f"seed={seed}", f"budget={'cpu' if budget == 'smoke' else budget}",
+        "model=san", f"dataset={dataset}", f"depth={depth}", f"seed={seed}", f"budget={budget}",
         f"experiment_name={EXPERIMENT}", f"results_dir={results_dir}", "log.progress=false",
         f"train.epochs={spec['epochs']}", "train.weight_decay=0.0005", "train.num_threads=1",
         *VARIANTS[variant],

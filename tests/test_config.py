@@ -16,7 +16,7 @@ def options(group: str) -> list[str]:
 
 
 def test_group_options_are_the_documented_ones() -> None:
-    assert options("model") == ["gat", "gcn", "gcnii", "ggnn", "gin", "gt"]
+    assert options("model") == ["gat", "gcn", "gcnii", "ggnn", "gin", "gt", "san"]
     assert options("norm") == ["layernorm", "lip", "none", "pairnorm"]
     assert options("dataset") == ["citeseer", "cora", "cs", "ogbn-arxiv", "ogbn-proteins", "physics", "pubmed", "pyg",
                                   "trees"]
@@ -31,6 +31,9 @@ def test_every_model_norm_pair_composes_and_validates_or_is_rejected(model: str,
     assert cfg.model.name == model and cfg.norm.name == norm
     if norm == "lip" and model not in ATTENTION_MODELS:
         with pytest.raises(ConfigError, match="norm=lip needs an attention model"):
+            validate(cfg)
+    elif model == "san" and norm in ("pairnorm", "layernorm"):
+        with pytest.raises(ConfigError, match="does not apply to model=san"):
             validate(cfg)
     else:
         validate(cfg)

@@ -238,3 +238,15 @@ def test_256_layer_nonlocal_san_on_cora_runs() -> None:
     torch.nn.functional.cross_entropy(out[data.train_mask], data.y[data.train_mask]).backward()
     assert torch.isfinite(out).all()
     assert all(torch.isfinite(p.grad).all() for p in net.parameters() if p.grad is not None)
+
+
+@pytest.mark.parametrize("use_nonlocal", [False, True])
+def test_fused_san_equals_pyg_san(use_nonlocal: bool) -> None:
+    x = torch.randn(4, 3, generator=torch.Generator().manual_seed(5))
+    outs = []
+    for impl in ("pyg", "fused"):
+        torch.manual_seed(6)
+        net = build_model(san_cfg(impl=impl, **{"nonlocal": use_nonlocal}), NONE,
+                          DataSpec(num_features=3, num_classes=2), 2).eval()
+        outs.append(net(x, PATH))
+    torch.testing.assert_close(outs[0], outs[1], atol=1e-5, rtol=1e-5)

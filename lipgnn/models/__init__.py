@@ -1,25 +1,37 @@
-"""Model zoo: deep GCN / GGNN / GIN / GAT / GT / GCNII with none | pairnorm | layernorm | lip."""
+"""Model zoo: deep GCN / GGNN / GIN / GAT / GT / GCNII with none | pairnorm | layernorm | lip, Pre-/Post-LN
+blocks (``model.layer_norm``), Guan & He's SAN and nonlocal message passing (``model.nonlocal``)."""
 
 from lipgnn.models.blocks import EmbeddingSum, GNNBlock
 from lipgnn.models.builder import (
+    ALL_MODEL_NAMES,
     ATTENTION_MODELS,
     MODEL_NAMES,
+    NONLOCAL_MODELS,
     NORM_NAMES,
     attention_conv_classes,
     build_model,
+    xavier_init_,
 )
 from lipgnn.models.deep import DeepGNN
 from lipgnn.models.grad_norms import attention_grad_norms, attention_parameters
+from lipgnn.models.nonlocal_mp import NonlocalScale, head_laplacian_energy
+from lipgnn.models.san import SANBlock
 
 __all__ = [
+    "ALL_MODEL_NAMES",
     "ATTENTION_MODELS",
     "MODEL_NAMES",
+    "NONLOCAL_MODELS",
     "NORM_NAMES",
     "DeepGNN",
     "EmbeddingSum",
     "GNNBlock",
+    "NonlocalScale",
+    "SANBlock",
     "attention_conv_classes",
     "attention_grad_norms",
     "attention_parameters",
     "build_model",
+    "head_laplacian_energy",
+    "xavier_init_",
 ]

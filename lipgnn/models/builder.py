@@ -20,7 +20,11 @@ layer, ``Linear(Dropout(h))`` out.
 
 ``model.activation`` (default | relu | elu | gelu | none) replaces the activation column (``default``
 keeps it); ``model.layer_norm`` (none | pre | post) wraps every block in a residual connection with a
-per-node LayerNorm (see :mod:`lipgnn.models.blocks`), independently of ``norm``.
+per-node LayerNorm (see :mod:`lipgnn.models.blocks`), independently of ``norm``. ``model.nonlocal``
+scales each attention head's aggregation by its Laplacian energy (gat, gt, san;
+:mod:`lipgnn.models.nonlocal_mp`). ``model=san`` is Guan & He's self-attention GNN with its own block
+(:mod:`lipgnn.models.san`). ``model.init=xavier`` re-initialises every linear map Xavier-uniform with
+zero bias after building (``default`` keeps PyTorch's/PyG's init).
 
 GAT/GT always use the Lip classes: with ``norm != lip`` they are built with ``lipschitz_norm=False``
 (then equal to PyG's ``GATConv``/``TransformerConv``), so checkpoints keep the same state-dict keys

@@ -154,9 +154,11 @@ def _train(cfg: DictConfig, run_id: str, ckpt_path: Path, progress: bool | None,
         # Checkpoints name the code that wrote them and carry the wall time of the segments so far.
         checkpoint_extra=lambda: {"git_commit": loaded_commit(), "wall_time_s": time.time() - started},
     )
-    result = trainer.fit(model, task)
+    from lipgnn.diagnostics.probe import fit_traced
+
+    result, diagnostics = fit_traced(trainer, model, task, energy=bool(cfg.log.get("energy", False)))
     record = {
-        **base, "status": result.status, "metric": task.metric, "history": result.history,
+        **base, **diagnostics, "status": result.status, "metric": task.metric, "history": result.history,
         "best": result.best, "last": result.last, "epochs_run": result.epochs_run,
         "wall_time_s": round(time.time() - started, 3), "device": str(device),
         "num_parameters": sum(p.numel() for p in model.parameters()),

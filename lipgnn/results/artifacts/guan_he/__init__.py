@@ -1,0 +1,1 @@
+"""Guan & He, Solving Over-Smoothing in GNNs via Nonlocal Message Passing: the artifacts."""

@@ -1,0 +1,129 @@
+r"""gh_similarity — Guan & He Fig. 2: inter-layer cosine similarity after training, nonlocal Post-LN vs Pre-LN.
+
+.. math::
+    \mathrm{sim}(X^s, X^t) = \frac{1}{n} \sum_{i} \frac{X^s(i) \cdot X^t(i)}{|X^s(i)|\,|X^t(i)|} \qquad \text{(eq. 1)}
+
+over the encoder output :math:`X^0` and the block outputs :math:`X^1, \dots, X^L` of the trained model
+(final weights, eval mode, Cora), from the ``similarity`` diagnostics of the gh_depth records.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pandas as pd
+
+from lipgnn.results.artifact import Artifact
+from lipgnn.results.artifacts.guan_he.common import ARCH_LABELS, EXPERIMENT, PAPER, budget_line, completed_san
+from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS, NOT_RUN, Claim
+
+SHOWN = ("nonlocal", "pre", "post")
+MIN_DEPTH = 32  # the claims are about deep models
+COLUMNS = ["architecture", "dataset", "depth", "seed", "mean_all", "mean_adjacent_deep_half", "mean_to_last_deep_half",
+           "min"]
+
+
+def deepest(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per architecture, the Cora records of the deepest depth that carry a similarity matrix."""
+    runs = completed_san(frame)
+    runs = runs[(runs["dataset"] == "cora") & runs["diagnostics"].map(lambda d: "similarity" in d)]
+    if runs.empty:
+        return runs
+    keep = [g[g["depth"] == g["depth"].max()] for _, g in runs.groupby("arch")]
+    return pd.concat(keep)
+
+
+def _stats(matrix: np.ndarray) -> dict[str, float]:
+    layers = matrix.shape[0]
+    half = layers // 2
+    adjacent = [matrix[k, k + 1] for k in range(half, layers - 1)]
+    to_last = [matrix[k, layers - 1] for k in range(half, layers - 1)]
+    off = matrix[~np.eye(layers, dtype=bool)]
+    return {"mean_all": float(off.mean()), "mean_adjacent_deep_half": float(np.mean(adjacent)) if adjacent else np.nan,
+            "mean_to_last_deep_half": float(np.mean(to_last)) if to_last else np.nan, "min": float(off.min())}
+
+
+def summary(frame: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for r in deepest(frame).itertuples():
+        stats = _stats(np.asarray(r.diagnostics["similarity"], dtype=float))
+        rows.append({"architecture": r.arch, "dataset": r.dataset, "depth": int(r.depth), "seed": int(r.seed),
+                     **{k: round(v, 4) for k, v in stats.items()}})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _markdown(t: pd.DataFrame) -> str:
+    lines = ["| architecture | depth | seed | mean sim (all pairs) | mean sim(X^k, X^k+1), deep half "
+             "| mean sim(X^k, X^L), deep half | min |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in t.itertuples():
+        lines.append(f"| {ARCH_LABELS[r.architecture]} | {r.depth} | {r.seed} | {r.mean_all:.3f} | "
+                     f"{r.mean_adjacent_deep_half:.3f} | {r.mean_to_last_deep_half:.3f} | {r.min:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def table(frame: pd.DataFrame) -> dict[str, str]:
+    t = summary(frame)
+    buffer = io.StringIO()
+    t.to_csv(buffer, index=False)
+    return {"csv": buffer.getvalue(), "md": _markdown(t), "tex": t.to_latex(index=False, float_format="%.3f")}
+
+
+def figure(frame: pd.DataFrame):  # -> matplotlib.figure.Figure
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = deepest(frame)
+    archs = [a for a in SHOWN if a in set(runs["arch"])] if not runs.empty else []
+    fig, axes = plt.subplots(1, max(len(archs), 1), figsize=(4.2 * max(len(archs), 1), 3.8), squeeze=False)
+    for ax, arch in zip(axes[0], archs, strict=False):
+        r = runs[runs["arch"] == arch].iloc[0]
+        image = ax.imshow(np.asarray(r["diagnostics"]["similarity"]), vmin=-1, vmax=1, cmap="viridis",
+                          origin="lower")
+        ax.set_title(f"{ARCH_LABELS[arch]}, {int(r['depth'])} layers")
+        ax.set_xlabel("layer")
+        ax.set_ylabel("layer")
+        fig.colorbar(image, ax=ax, shrink=0.8)
+    if not archs:
+        axes[0][0].text(0.5, 0.5, "not run", ha="center")
+    fig.suptitle("Inter-layer cosine similarity after training (Cora, eq. 1)")
+    fig.tight_layout()
+    return fig
+
+
+def report(frame: pd.DataFrame) -> dict[str, str]:
+    return {"gh_similarity-table": budget_line(completed_san(frame)) + " Final weights, eval mode. "
+            "The paper shows Fig. 2 as heat maps only (no numbers).\n\n" + _markdown(summary(frame))}
+
+
+def claims(frame: pd.DataFrame) -> list[Claim]:
+    t = summary(frame).set_index("architecture")
+    quote = ("In the non-local SAN with Post-LN, representations from distant layers display low similarity, "
+             "indicating continuous feature transformation. In contrast, deeper layers in the Pre-LN SAN exhibit "
+             "increasingly high similarity")
+    if not {"nonlocal", "pre"} <= set(t.index):
+        return [Claim(PAPER, "§5", quote, NOT_RUN, "needs trained nonlocal Post-LN and Pre-LN SANs", 0,
+                      "gh_similarity")]
+    nl, pre = t.loc["nonlocal"], t.loc["pre"]
+    if min(nl["depth"], pre["depth"]) < MIN_DEPTH:
+        return [Claim(PAPER, "§5", quote, CANNOT_JUDGE, f"only {int(min(nl['depth'], pre['depth']))}-layer models "
+                      f"trained so far; the claim is about deep ones (>= {MIN_DEPTH} layers)", 2, "gh_similarity")]
+    holds = pre["mean_all"] > nl["mean_all"] and pre["mean_adjacent_deep_half"] > nl["mean_adjacent_deep_half"]
+    evidence = (f"mean similarity all pairs {nl['mean_all']:.3f} (nonlocal) vs {pre['mean_all']:.3f} (Pre-LN); "
+                f"adjacent deep-half layers {nl['mean_adjacent_deep_half']:.3f} vs {pre['mean_adjacent_deep_half']:.3f}"
+                f" ({int(nl['depth'])}/{int(pre['depth'])} layers, Cora, one trained model each as in the paper)")
+    return [Claim(PAPER, "§5", quote, HOLDS if holds else DOES_NOT_HOLD, evidence, 2, "gh_similarity")]
+
+
+ARTIFACT = Artifact(
+    name="gh_similarity",
+    paper=PAPER,
+    title="Inter-layer cosine similarity after training, nonlocal Post-LN vs Pre-LN SAN (Guan & He Fig. 2)",
+    experiments=(EXPERIMENT,),
+    table=table,
+    figure=figure,
+    report=report,
+    claims=claims,
+)

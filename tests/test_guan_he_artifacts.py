@@ -1,0 +1,86 @@
+"""The gh_depth / gh_similarity / gh_pruning artifacts on hand-built record frames."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lipgnn.results.artifacts.guan_he import gh_depth, gh_pruning, gh_similarity
+from lipgnn.results.artifacts.guan_he.common import architecture, paper_accuracy
+from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS, UNDER_BUDGET
+
+
+def _config(arch: str, depth: int) -> dict:
+    return {"model": {"name": "san", "layer_norm": "pre" if arch == "pre" else "post",
+                      "nonlocal": arch == "nonlocal"},
+            "train": {"epochs": 100, "warmup_epochs": 0 if arch == "pre" else 20}, "budget": {"name": "cpu"},
+            "depth": depth}
+
+
+def _record(arch: str, depth: int, acc: float, diagnostics: dict | None = None, seed: int = 0) -> dict:
+    return {"status": "completed", "dataset": "cora", "depth": depth, "seed": seed, "config": _config(arch, depth),
+            "best_train": acc, "best_val": acc - 0.05, "best_test": acc - 0.1, "diagnostics": diagnostics or {}}
+
+
+def test_architecture_from_config() -> None:
+    assert [architecture(_config(a, 2)) for a in ("pre", "post", "nonlocal")] == ["pre", "post", "nonlocal"]
+    assert architecture({"model": {"name": "gat"}}) == "other"
+
+
+def test_depth_table_puts_paper_values_beside_ours() -> None:
+    frame = pd.DataFrame([_record("post", 32, 0.9), _record("post", 32, 0.8, seed=1), _record("pre", 2, 1.0)])
+    table = gh_depth.summary(frame)
+    row = table[(table["architecture"] == "post") & (table["depth"] == 32)].iloc[0]
+    assert row["n_runs"] == 2 and row["ours_train"] == pytest.approx(85.0) and row["ours_test"] == pytest.approx(75.0)
+    assert row["paper_train"] == 91.32 and row["paper_test"] == 86.19  # Table 13 / 15
+    assert paper_accuracy("nonlocal", "cs", 256, "test") == 90.68  # Table 18
+    assert gh_depth.table(frame)["csv"].splitlines()[0] == ",".join(gh_depth.COLUMNS)
+    verdicts = {c.quote[:20]: c.verdict for c in gh_depth.claims(frame)}
+    assert UNDER_BUDGET in verdicts.values()  # nothing deeper than 64 layers ran
+
+
+def _similarity(depth: int, adjacent: float) -> list[list[float]]:
+    layers = depth + 1
+    m = np.full((layers, layers), 0.2)
+    for k in range(layers - 1):
+        m[k, k + 1] = m[k + 1, k] = adjacent
+    np.fill_diagonal(m, 1.0)
+    return m.tolist()
+
+
+@pytest.mark.parametrize(("pre_adj", "verdict"), [(0.95, HOLDS), (0.1, DOES_NOT_HOLD)])
+def test_similarity_claim_compares_pre_and_nonlocal(pre_adj: float, verdict: str) -> None:
+    frame = pd.DataFrame([
+        _record("nonlocal", 32, 0.9, {"similarity": _similarity(32, 0.3)}),
+        _record("pre", 32, 0.9, {"similarity": _similarity(32, pre_adj)}),
+    ])
+    t = gh_similarity.summary(frame).set_index("architecture")
+    assert t.loc["nonlocal", "mean_adjacent_deep_half"] == pytest.approx(0.3)
+    assert gh_similarity.claims(frame)[0].verdict == verdict
+
+
+def test_similarity_claim_needs_deep_models() -> None:
+    frame = pd.DataFrame([_record(a, 2, 0.9, {"similarity": _similarity(2, 0.5)}) for a in ("nonlocal", "pre")])
+    assert gh_similarity.claims(frame)[0].verdict == CANNOT_JUDGE
+
+
+def test_pruning_positions_scale_the_papers_layers() -> None:
+    assert gh_pruning.positions(256) == [(p, p) for p in gh_pruning.PAPER_LAYERS]
+    assert gh_pruning.positions(32) == [(1, 2), (4, 32), (8, 64), (12, 96), (16, 128), (20, 160), (24, 192),
+                                        (28, 224)]
+
+
+def test_pruning_claim_holds_when_only_nonlocal_degrades() -> None:
+    def pruning(depth: int, drop: float) -> dict:
+        return {"none": {"val": 0.8, "test": 0.8},
+                **{str(k): {"val": 0.8, "test": 0.8 - drop} for k in range(1, depth + 1)}}
+
+    frame = pd.DataFrame([_record("nonlocal", 32, 0.9, {"pruning": pruning(32, 0.02)}),
+                          _record("pre", 32, 0.9, {"pruning": pruning(32, 0.0)})])
+    t = gh_pruning.summary(frame)
+    assert (t[t["architecture"] == "nonlocal"]["ours_change"] == -2.0).all()
+    assert gh_pruning.claims(frame)[0].verdict == HOLDS
+    flipped = pd.DataFrame([_record("nonlocal", 32, 0.9, {"pruning": pruning(32, 0.0)}),
+                            _record("pre", 32, 0.9, {"pruning": pruning(32, 0.05)})])
+    assert gh_pruning.claims(flipped)[0].verdict == DOES_NOT_HOLD
