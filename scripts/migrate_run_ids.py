@@ -34,13 +34,20 @@ def _rename_keys(config: dict) -> bool:
     return changed
 
 
+# Records written by an experiment's own runner (lipgnn.diagnostics.runner, scripts/guan_he_runs.py,
+# lipgnn.lipschitz.experiments) carry ids those runners derive and look up to skip finished work: renaming
+# them would make the runner redo them.
+OWN_RUNNER_EXPERIMENTS = frozenset({"gh_energy", "gh_depth", "kim_bounds", "kim_divergence", "kim_invertibility",
+                                    "lip_estimates"})
+
+
 def plan(results_dir: Path) -> tuple[list[tuple[Path, dict, str]], list[str]]:
     """(path, migrated record, new id) for each record to rewrite, and the duplicate reports."""
     targets: dict[Path, list[Path]] = defaultdict(list)
     moves: list[tuple[Path, dict, str]] = []
     for path in record_paths(results_dir):
         record = read_record(path)
-        if record is None:
+        if record is None or record.get("experiment") in OWN_RUNNER_EXPERIMENTS:
             continue
         renamed = _rename_keys(record.get("config") or {})
         new_id = run_id(record["config"])
