@@ -43,6 +43,7 @@ def validate(cfg: DictConfig) -> None:
     _require(isinstance(cfg.seed, int) and cfg.seed >= 0, f"seed={cfg.seed!r} must be a non-negative integer")
     _validate_device(str(cfg.device))
     _validate_model(cfg.model, cfg.norm)
+    _validate_score(cfg.model, cfg.norm)
     _validate_dataset(cfg.dataset)
     _validate_train(cfg.train)
     _require(cfg.logger.name in LOGGERS, f"logger={cfg.logger.name!r} is unknown; valid: {', '.join(LOGGERS)}")
@@ -86,6 +87,22 @@ def _validate_model(model: DictConfig, norm: DictConfig) -> None:
                  f"norm.variant={norm.variant!r} is unknown; use paper or reference")
     if norm.name == "layernorm":
         _require(norm.mode in ("graph", "node"), f"norm.mode={norm.mode!r} is unknown; use graph or node")
+
+
+def _validate_score(model: DictConfig, norm: DictConfig) -> None:
+    """``model.score`` (dot | l2) and ``model.tie_qk``: GT only; l2 not with norm=lip; pyg path only."""
+    score = model.get("score", "dot")
+    tie_qk = model.get("tie_qk", False)
+    _require(score in ("dot", "l2"), f"model.score={score!r} is unknown; use dot or l2")
+    _require(isinstance(tie_qk, bool), f"model.tie_qk={tie_qk!r} must be true or false")
+    if score == "dot" and not tie_qk:
+        return
+    _require(model.name == "gt", f"model.score={score} / model.tie_qk={tie_qk} apply to model=gt only, "
+             f"not model={model.name}")
+    _require(not (score == "l2" and norm.name == "lip"),
+             "model.score=l2 with norm=lip: LipschitzNorm (eq. 19) bounds dot-product scores only; "
+             "use norm=none with model.score=l2")
+    _require(model.impl == "pyg", f"model.score={score} model.tie_qk={tie_qk} needs model.impl=pyg for now")
 
 
 def _validate_dataset(dataset: DictConfig) -> None:

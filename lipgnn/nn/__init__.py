@@ -1,5 +1,6 @@
 """Attention layers with LipschitzNorm and the normalisation maths (paper §5, eq. 17 and 19)."""
 
+from lipgnn.nn.l2_attention import DotProductMultiheadAttention, L2MultiheadAttention
 from lipgnn.nn.lip_gat_conv import LipGATConv
 from lipgnn.nn.lip_transformer_conv import LipTransformerConv
 from lipgnn.nn.lipschitz import (
@@ -17,6 +18,8 @@ from lipgnn.nn.lipschitz import (
 
 __all__ = [
     "EPS",
+    "DotProductMultiheadAttention",
+    "L2MultiheadAttention",
     "REFERENCE_GAT_FACTOR",
     "VARIANTS",
     "LipGATConv",

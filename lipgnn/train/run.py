@@ -55,6 +55,11 @@ def identity_config(cfg: DictConfig) -> dict[str, Any]:
     if model.get("name") not in ATTENTION_MODELS:
         for key in ("heads", "head_aggregation", "attn_dropout", "impl"):
             model.pop(key, None)
+    # GT's score/tie_qk came after records existed: at their defaults they leave a run's id unchanged.
+    if model.get("score") == "dot":
+        model.pop("score")
+    if model.get("tie_qk") is False:
+        model.pop("tie_qk")
     return container
 
 
