@@ -44,11 +44,18 @@ def main(argv: list[str] | None = None) -> int:
     status.add_argument("experiment", help="experiment name, e.g. table3")
     status.add_argument("--results-dir", default="results")
     status.add_argument("overrides", nargs="*", help="the sweep's overrides, e.g. budget=cpu")
+    from lipgnn.lipschitz.cli import add_parser as add_lipschitz_parser
+
+    add_lipschitz_parser(sub)
     # Overrides may come before or after --results-dir: collect the leftovers too.
     args, extra = parser.parse_known_args(argv)
     unknown = [item for item in extra if item.startswith("-")]
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if args.command == "lipschitz":
+        from lipgnn.lipschitz.cli import run as run_lipschitz
+
+        return run_lipschitz(args, extra)
     if args.command == "sweep-status":
         from hydra.errors import HydraException
         from omegaconf.errors import OmegaConfBaseException

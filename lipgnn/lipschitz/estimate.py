@@ -75,7 +75,8 @@ def spectral_norm(f: Fn, x: Tensor, iters: int = 50, v0: Tensor | None = None, t
 @dataclass
 class LowerBound:
     """Result of :func:`maximise_jacobian_norm`: one value per restart (each a lower bound on
-    :math:`\\mathrm{Lip}_p`), the best one, its input, and the objective every ``trace_every`` steps."""
+    :math:`\\mathrm{Lip}_p`), the best one, its input, the objective every ``trace_every`` steps and every
+    restart's final point."""
 
     p: str
     values: list[float]
@@ -83,6 +84,7 @@ class LowerBound:
     x_best: Tensor
     steps: int
     trace: list[list[float]] = field(default_factory=list)
+    xs: Tensor | None = None  # every restart's final point, [R, ...]
 
 
 def maximise_jacobian_norm(
@@ -139,7 +141,7 @@ def maximise_jacobian_norm(
             alive &= finite
             if trace_every and step % trace_every == 0:
                 for r in range(restarts):
-                    trace[r].append(float(val[r]) if finite[r] else math.inf)
+                    trace[r].append(float(val[r].detach()) if finite[r] else math.inf)
             last_good[alive] = x.detach()[alive]
             if step == steps or not alive.any():
                 break
@@ -171,7 +173,7 @@ def maximise_jacobian_norm(
             finals.append(_safe(lambda r=r: spectral_norm(f_eval, last_good[r], iters=100)[0]))
     best = max(range(restarts), key=lambda r: finals[r] if math.isfinite(finals[r]) else -math.inf)
     return LowerBound(p=p, values=finals, best=finals[best], x_best=last_good[best].clone(), steps=steps,
-                      trace=trace if trace_every else [])
+                      trace=trace if trace_every else [], xs=last_good)
 
 
 def grad_and_value_fn(objective: Fn) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
