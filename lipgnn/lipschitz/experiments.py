@@ -31,14 +31,14 @@ BUDGETS: dict[str, dict[str, dict[str, Any]]] = {
     # Fig. 2 / App. I and K: H = D = 1, W^Q = W^V = W^O = 1, 50 inits X_ij ~ U[-c, c] with c ~ U[0, 10],
     # Adam lr 0.1 "till convergence" (here a fixed number of steps).
     "kim_bounds": {
-        "cpu": {"ns": [100, 158, 251, 398, 631, 1000], "restarts": 50, "steps": 300, "lr": 0.1,
-                "p2_ns": [100, 251, 631, 1000], "p2_restarts": 10, "p2_steps": 100},
+        "cpu": {"ns": [100, 158, 251, 398, 631, 1000], "restarts": 50, "steps": 200, "lr": 0.1,
+                "p2_ns": [100, 251, 631, 1000], "p2_restarts": 5, "p2_steps": 60},
         "paper": {"ns": list(range(100, 1001, 100)), "restarts": 50, "steps": 1000, "lr": 0.1,
                   "p2_ns": list(range(100, 1001, 100)), "p2_restarts": 50, "p2_steps": 1000},
     },
     # App. L: the paper optimises ||J_f(X)||_inf for a trained DP-MHA with D = 512; here random weights.
     "kim_divergence": {
-        "cpu": {"n": 16, "dim": 8, "heads": 2, "restarts": 5, "steps": 1000, "lr": 0.1, "trace_every": 10},
+        "cpu": {"n": 16, "dim": 8, "heads": 2, "restarts": 5, "steps": 500, "lr": 0.1, "trace_every": 10},
         "paper": {"n": 16, "dim": 8, "heads": 2, "restarts": 5, "steps": 1000, "lr": 0.1, "trace_every": 10},
     },
     # Fig. 3: 8 heads, N = D = 64, batch 128, c in {0.5, 0.7, 0.9}, random weights.
@@ -49,7 +49,7 @@ BUDGETS: dict[str, dict[str, dict[str, Any]]] = {
     # Beyond the papers: per-layer estimates and bounds on Cora, at init and after a modest training.
     "lip_estimates": {
         "cpu": {"variants": ["gat", "gat_lip", "gt", "gt_lip", "gt_l2"], "depths": [2, 30], "epochs": 50,
-                "lr": 0.005, "steps": 2, "power_iters": 20, "dataset": "cora"},
+                "lr": 0.005, "steps": 2, "power_iters": 15, "dataset": "cora"},
         "paper": {"variants": ["gat", "gat_lip", "gt", "gt_lip", "gt_l2"], "depths": [2, 30], "epochs": 200,
                   "lr": 0.005, "steps": 20, "power_iters": 50, "dataset": "cora"},
     },
