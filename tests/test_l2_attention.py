@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from lipgnn.errors import ConfigError
-from lipgnn.lipschitz import inf_norm
+from lipgnn.lipschitz import inf_norm, l2_mha_bound
 from lipgnn.nn import DotProductMultiheadAttention, L2MultiheadAttention, LipTransformerConv
 
 
@@ -122,6 +122,10 @@ def _fixed_point_inverse(f, y: torch.Tensor, c: float, iters: int) -> torch.Tens
 def test_contractive_l2_mha_is_contractive_and_invertible() -> None:
     torch.manual_seed(3)
     attn = L2MultiheadAttention(4, 2, contractive=True).double()
+    plain = L2MultiheadAttention(4, 2).double()
+    plain.load_state_dict(attn.state_dict())
+    probe = torch.randn(6, 4, dtype=torch.float64)
+    assert torch.allclose(attn(probe), plain(probe) / l2_mha_bound(plain, 6, "inf"), atol=1e-15)
     for scale in (0.1, 1.0, 10.0):
         x = scale * torch.randn(6, 4, dtype=torch.float64)
         assert inf_norm(attn, x) < 1.0

@@ -126,3 +126,20 @@ def test_graph_layer_bound_holds_for_lipschitznorm_layers(kind: str) -> None:
             x = scale * torch.randn(n, 3, generator=g, dtype=torch.float64)
             jac = jacobian_matrix(lambda z: conv(z, edge_index), x)
             assert torch.linalg.matrix_norm(jac, 2) <= bound
+
+
+def test_graph_layer_bound_hand_computed_on_two_nodes() -> None:
+    # Two nodes, both edges, self-loops: every node has n_i = 2 inputs and feeds 2 targets (S_j = 2 L^2).
+    edge_index = torch.tensor([[0, 1, 0, 1], [1, 0, 0, 1]])
+    gt = LipTransformerConv(1, 1, heads=1).double()
+    with torch.no_grad():
+        for lin, w in ((gt.lin_query, 0.5), (gt.lin_key, -2.0), (gt.lin_value, 3.0), (gt.lin_skip, -0.25)):
+            lin.weight.fill_(w)
+    big_l = math.exp(math.sqrt(3.0)) / math.sqrt(2.0) + 2.0 * math.sqrt(6.0)
+    expected = big_l * math.sqrt(0.5**2 + 2 * 2.0**2 + 2 * 3.0**2) + 0.25
+    assert graph_layer_bound(gt, edge_index, 2) == pytest.approx(expected, rel=1e-12)
+    gat = LipGATConv(1, 1, heads=1).double()  # adds the self-loops itself
+    with torch.no_grad():
+        gat.lin.weight.fill_(-1.5)
+    big_l = math.e / math.sqrt(2.0) + math.sqrt(8.0)
+    assert graph_layer_bound(gat, edge_index[:, :2], 2) == pytest.approx(2 * big_l * 1.5, rel=1e-12)
