@@ -1,0 +1,1 @@
+"""Paper artifacts: one module per table/figure, each defining ``ARTIFACT`` (lipgnn.results.artifact)."""
