@@ -48,8 +48,8 @@ BUDGETS: dict[str, dict[str, dict[str, Any]]] = {
     },
     # Beyond the papers: per-layer estimates and bounds on Cora, at init and after a modest training.
     "lip_estimates": {
-        "cpu": {"variants": ["gat", "gat_lip", "gt", "gt_lip", "gt_l2"], "depths": [2, 30], "epochs": 50,
-                "lr": 0.005, "steps": 2, "power_iters": 15, "dataset": "cora"},
+        "cpu": {"variants": ["gat", "gat_lip", "gt", "gt_lip", "gt_l2"], "depths": [2, 30], "epochs": 30,
+                "lr": 0.005, "steps": 0, "power_iters": 10, "dataset": "cora"},
         "paper": {"variants": ["gat", "gat_lip", "gt", "gt_lip", "gt_l2"], "depths": [2, 30], "epochs": 200,
                   "lr": 0.005, "steps": 20, "power_iters": 50, "dataset": "cora"},
     },

@@ -56,7 +56,8 @@ def layer_inputs(model: torch.nn.Module, x: Tensor, edge_index: Tensor,
 
 def estimate_layers(model: torch.nn.Module, x: Tensor, edge_index: Tensor, edge_attr: Tensor | None = None, *,
                     steps: int = 5, power_iters: int = 30, seed: int = 0) -> dict[str, Any]:
-    """Per-layer ``at_input`` / ``estimate`` / ``bound`` and the whole network's, as a plain dict."""
+    """Per-layer ``at_input`` / ``estimate`` / ``bound`` and the whole network's, as a plain dict (``steps``
+    ascent steps per layer, ``power_iters`` power iterations per spectral norm)."""
     gen = torch.Generator().manual_seed(seed)
     x_0, inputs = layer_inputs(model, x, edge_index, edge_attr)
     edge_attr = edge_attr if getattr(model, "uses_edge_attr", False) else None
