@@ -228,20 +228,23 @@ def lip_estimates(budget: str, seed: int) -> Iterator[tuple[str, dict[str, Any],
     from lipgnn.lipschitz.cli import compose
 
     b = BUDGETS["lip_estimates"][budget]
-    for variant in b["variants"]:
-        for depth in b["depths"]:
-            overrides = [f"variant={variant}", f"dataset={b['dataset']}", f"depth={depth}", f"seed={seed}",
-                         f"train.epochs={b['epochs']}", f"train.lr={b['lr']}", "model.impl=pyg", "log.progress=false"]
-            cfg = compose(overrides)
-            run_cfg = OmegaConf.to_container(cfg, resolve=True)
-            run_cfg.pop("hydra", None)
-            config = {"experiment": "lip_estimates", "budget": {"name": budget}, "seed": seed, "variant": variant,
-                      "depth": depth, "steps": b["steps"], "power_iters": b["power_iters"], "run": run_cfg}
+    # Shallow models first, then the deep ones with a LipschitzNorm bound: the cheap and the asked-for first.
+    lip_first = sorted(b["variants"], key=lambda v: (not v.endswith("_lip"), b["variants"].index(v)))
+    depths = sorted(b["depths"])
+    order = [(d, v) for d in depths for v in (b["variants"] if d == depths[0] else lip_first)]
+    for depth, variant in order:
+        overrides = [f"variant={variant}", f"dataset={b['dataset']}", f"depth={depth}", f"seed={seed}",
+                     f"train.epochs={b['epochs']}", f"train.lr={b['lr']}", "model.impl=pyg", "log.progress=false"]
+        cfg = compose(overrides)
+        run_cfg = OmegaConf.to_container(cfg, resolve=True)
+        run_cfg.pop("hydra", None)
+        config = {"experiment": "lip_estimates", "budget": {"name": budget}, "seed": seed, "variant": variant,
+                  "depth": depth, "steps": b["steps"], "power_iters": b["power_iters"], "run": run_cfg}
 
-            def compute(cfg: Any = cfg, variant: str = variant, depth: int = depth) -> dict[str, Any]:
-                return _estimate_variant(cfg, b, seed, variant, depth)
+        def compute(cfg: Any = cfg, variant: str = variant, depth: int = depth) -> dict[str, Any]:
+            return _estimate_variant(cfg, b, seed, variant, depth)
 
-            yield f"{variant}-L{depth}", config, compute
+        yield f"{variant}-L{depth}", config, compute
 
 
 def _estimate_variant(cfg: Any, b: dict[str, Any], seed: int, variant: str, depth: int) -> dict[str, Any]:
