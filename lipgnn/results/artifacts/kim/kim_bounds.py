@@ -63,6 +63,10 @@ def figure(records: pd.DataFrame):
     panels = ((axes[0], "", r"$\mathrm{Lip}_\infty$ (Fig. 2)"), (axes[1], "_2", r"$\mathrm{Lip}_2$ (App. K)"))
     for ax, suffix, title in panels:
         sub = t.dropna(subset=[f"lower{suffix}"])
+        ax.set_title(title)
+        if sub.empty:
+            ax.text(0.5, 0.5, "not run", ha="center", transform=ax.transAxes)
+            continue
         ax.plot(sub["n"], sub[f"upper{suffix}"], "o-", label="upper bound (Thm 3.2)")
         ax.plot(sub["n"], sub[f"lower{suffix}"], "s-", label="lower bound (best of restarts)")
         ax.plot(sub["n"], sub[f"lower_top5_mean{suffix}"], "x--", label="lower, mean of top 5")
@@ -70,7 +74,6 @@ def figure(records: pd.DataFrame):
         if suffix:
             ax.set_yscale("log")
         ax.set_xlabel("N")
-        ax.set_title(title)
         ax.legend(fontsize=7)
     fig.suptitle(f"L2-MHA, H = D = 1 (budget {budget_of(records)})", fontsize=9)
     fig.tight_layout()
