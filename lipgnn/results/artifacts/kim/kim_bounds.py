@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pandas as pd
+from scipy.special import lambertw
 
 from lipgnn.results.artifact import Artifact
 from lipgnn.results.artifacts.kim._common import (
@@ -37,7 +38,11 @@ def frame(records: pd.DataFrame) -> pd.DataFrame:
         rows[n][f"lower{suffix}"] = float(d["lower"])
         top5 = [v for v in d.get("top5", []) if v is not None]
         rows[n][f"lower_top5_mean{suffix}"] = float(np.mean(top5)) if top5 else math.nan
-    cols = ["n", "upper", "lower", "lower_top5_mean", "upper_2", "lower_2", "lower_top5_mean_2"]
+    for n, row in rows.items():
+        # Theorem 3.2 with W_0(N) in place of phi^{-1}(N-1) = W_0((N-1)/e), as the scanned statement reads
+        # (unit weights, H = D = 1): the looser curve a reader of that text would draw.
+        row["upper_with_W0_of_N"] = 4.0 * float(lambertw(n, 0).real) + 1.0
+    cols = ["n", "upper", "lower", "lower_top5_mean", "upper_with_W0_of_N", "upper_2", "lower_2", "lower_top5_mean_2"]
     table = pd.DataFrame(sorted(rows.values(), key=lambda r: r["n"]), columns=cols)
     return table
 
@@ -70,6 +75,8 @@ def figure(records: pd.DataFrame):
         ax.plot(sub["n"], sub[f"upper{suffix}"], "o-", label="upper bound (Thm 3.2)")
         ax.plot(sub["n"], sub[f"lower{suffix}"], "s-", label="lower bound (best of restarts)")
         ax.plot(sub["n"], sub[f"lower_top5_mean{suffix}"], "x--", label="lower, mean of top 5")
+        if not suffix:
+            ax.plot(sub["n"], sub["upper_with_W0_of_N"], ":", color="grey", label="upper with W₀(N) (scanned text)")
         ax.set_xscale("log")
         if suffix:
             ax.set_yscale("log")
