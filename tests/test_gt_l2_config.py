@@ -60,3 +60,22 @@ def test_default_score_keys_leave_run_ids_unchanged() -> None:
     del cfg.model["tie_qk"]
     assert run_id_for(cfg) == with_keys  # records made before the keys existed keep their ids
     assert run_id_for(compose(["variant=gt_l2", "depth=2"])) != with_keys
+
+
+def test_checkpoint_weights_load_and_mismatches_are_config_errors(tmp_path) -> None:
+    import torch
+
+    from lipgnn.lipschitz.cli import _load_weights
+
+    trained = build_model(_model(score="l2", tie_qk=True), OmegaConf.create({"name": "none"}), SPEC, 2)
+    path = tmp_path / "checkpoint.pt"
+    torch.save({"model": trained.state_dict(), "epoch": 3}, path)  # the trainer's checkpoint layout
+    fresh = build_model(_model(score="l2", tie_qk=True), OmegaConf.create({"name": "none"}), SPEC, 2)
+    _load_weights(fresh, str(path))
+    assert all(torch.equal(a, b) for a, b in zip(fresh.state_dict().values(), trained.state_dict().values(),
+                                                   strict=True))
+    other = build_model(_model(hidden=4), OmegaConf.create({"name": "none"}), SPEC, 2)
+    with pytest.raises(ConfigError, match="does not fit"):
+        _load_weights(other, str(path))
+    with pytest.raises(ConfigError, match="no such file"):
+        _load_weights(other, str(tmp_path / "missing.pt"))
