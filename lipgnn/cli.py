@@ -72,11 +72,18 @@ def main(argv: list[str] | None = None) -> int:
     summarize.add_argument("results_dir", help="a results_dir, e.g. outputs")
     summarize.add_argument("--experiment", default=None, help="one experiment folder only")
     summarize.add_argument("--out", default=None, help="where the table and PNG go (default: <results_dir>/summary)")
+    from lipgnn.lipschitz.cli import add_parser as add_lipschitz_parser
+
+    add_lipschitz_parser(sub)
     # Overrides may come before or after --results-dir: collect the leftovers too.
     args, extra = parser.parse_known_args(argv)
     unknown = [item for item in extra if item.startswith("-")]
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if args.command == "lipschitz":
+        from lipgnn.lipschitz.cli import run as run_lipschitz
+
+        return run_lipschitz(args, extra)
     if args.command == "summarize":
         from lipgnn.summarize import summarize as run_summary
 

@@ -135,6 +135,7 @@ def validate(cfg: DictConfig) -> None:
              f"model.impl=fused exists only for attention models ({', '.join(ATTENTION_MODELS)}), "
              f"not model={model.name}; use model.impl=pyg")
     _validate_block_options(model, norm)
+    _validate_score(model, norm)
     warmup = cfg.train.get("warmup_epochs", 0)
     _require(warmup == 0 or cfg.train.scheduler == "none",
              f"train.warmup_epochs={warmup} sets the learning rate itself; use it with train.scheduler=none")
@@ -159,6 +160,19 @@ def _validate_block_options(model: DictConfig, norm: DictConfig) -> None:
                  f"norm={norm.name} does not apply to model=san (its LayerNorm is model.layer_norm); use norm=none|lip")
         _require(model.head_aggregation == "concat",
                  "model=san concatenates its heads; use model.head_aggregation=concat")
+
+
+def _validate_score(model: DictConfig, norm: DictConfig) -> None:
+    """``model.score`` (dot | l2) and ``model.tie_qk``: GT only; l2 not with norm=lip; pyg path only."""
+    score, tie_qk = model.score, model.tie_qk
+    if score == "dot" and not tie_qk:
+        return
+    _require(model.name == "gt", f"model.score={score} / model.tie_qk={tie_qk} apply to model=gt only, "
+             f"not model={model.name}")
+    _require(not (score == "l2" and norm.name == "lip"),
+             "model.score=l2 with norm=lip: LipschitzNorm (eq. 19) bounds dot-product scores only; "
+             "use norm=none with model.score=l2")
+    _require(model.impl == "pyg", f"model.score={score} model.tie_qk={tie_qk} needs model.impl=pyg for now")
 
 
 def _validate_device(device: str) -> None:

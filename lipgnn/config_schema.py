@@ -64,7 +64,7 @@ class ModelConfig:
     layer_norm: str = choice("none", "none", "pre", "post")  # pre: x + f(LN(x)); post: LN(x + f(x))
     activation: str = choice("default", "default", "relu", "elu", "gelu", "none")
     score: str = choice("dot", "dot", "l2")  # GT attention score: dot product or L2 distance (Kim et al.)
-    tie_qk: Any = flag(True)  # GT with score=l2: share the query and key maps (Kim et al.)
+    tie_qk: Any = flag(False)  # GT with score=l2: share the query and key maps (Kim et al.)
     init: str = choice("default", "default", "xavier")  # weights: PyTorch's default or Xavier-uniform, zero biases
     nonlocal_source: str = choice("x", "x", "xv")  # nonlocal factor from X or from X V_i (Guan & He §4.1)
     nonlocal_grad: Any = flag(True)  # whether the nonlocal factor passes gradients

@@ -36,7 +36,7 @@ RENAMED: dict[str, str] = {"norm.variant": "norm.formula"}
 # Keys added after records existed, at the value that reproduces the behaviour from before they existed.
 NEUTRAL: dict[str, Any] = {
     "model.layer_norm": "none", "model.activation": "default", "model.nonlocal": False, "model.score": "dot",
-    "model.tie_qk": True, "dataset.split": "public", "model.init": "default", "model.nonlocal_source": "x",
+    "model.tie_qk": False, "dataset.split": "public", "model.init": "default", "model.nonlocal_source": "x",
     "model.nonlocal_grad": True, "train.warmup_epochs": 0,
 }
 # Keys that only matter when another key has one of some values: (key, condition key, values).
@@ -45,7 +45,6 @@ APPLIES_WHEN: tuple[tuple[str, str, tuple[Any, ...]], ...] = (
     *((f"model.{k}", "model.name", ("gcnii",)) for k in ("gcnii_alpha", "gcnii_theta")),
     *((f"dataset.{k}", "dataset.split", ("random",))
       for k in ("train_per_class", "train_fraction", "val_fraction", "test_fraction")),
-    ("model.tie_qk", "model.score", ("l2",)),
     ("model.ffn_hidden", "model.name", ("san",)),
     *((f"model.{k}", "model.nonlocal", (True,)) for k in ("nonlocal_source", "nonlocal_grad")),
 )

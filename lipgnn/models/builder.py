@@ -65,6 +65,7 @@ LAYERNORM_MODES: tuple[str, ...] = ("graph", "node")
 HEAD_AGGREGATIONS: tuple[str, ...] = ("concat", "mean")
 #: ``model.activation``: ``default`` is the model's own choice in :data:`_ACTIVATIONS`.
 ACTIVATION_NAMES: tuple[str, ...] = ("default", "relu", "elu", "gelu", "none")
+SCORES: tuple[str, ...] = ("dot", "l2")
 
 _ACTIVATIONS: dict[str, type[nn.Module] | None] = {
     "gcn": nn.ReLU,
@@ -163,6 +164,23 @@ def _spec_fields(spec: Any) -> tuple[str, int, tuple[int, ...], int, int | None]
     return input_kind, num_features, vocab_sizes, num_classes, edge_dim
 
 
+def _score_kwargs(model_cfg: Any, name: str, norm: str, impl: str) -> dict[str, Any]:
+    """GT's ``model.score`` (dot | l2, Kim et al. eq. 10) and ``model.tie_qk``; empty for the defaults so
+    every other model (and the fused path) is built exactly as before."""
+    score = _choice(_opt(model_cfg, "score", "dot"), SCORES, "model.score")
+    tie_qk = bool(_opt(model_cfg, "tie_qk", False))
+    if score == "dot" and not tie_qk:
+        return {}
+    if name != "gt":
+        raise ConfigError(f"model.score={score} / model.tie_qk={tie_qk} apply to model=gt only, not model={name}")
+    if score == "l2" and norm == "lip":
+        raise ConfigError("model.score=l2 with norm=lip: LipschitzNorm (eq. 19) bounds dot-product scores only; "
+                          "use norm=none (or layernorm/pairnorm) with model.score=l2")
+    if impl != "pyg":
+        raise ConfigError(f"model.score={score} model.tie_qk={tie_qk} needs model.impl=pyg for now")
+    return {"score": score, "tie_qk": tie_qk}
+
+
 def build_model(model_cfg: Any, norm_cfg: Any, spec: Any, depth: int) -> DeepGNN:
     """Build the deep GNN named by ``model_cfg.name`` with normalisation ``norm_cfg.name``.
 
@@ -221,6 +239,7 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any) 
             f"use model.impl=pyg for model={name}"
         )
 
+    score_kwargs = _score_kwargs(model_cfg, name, norm, impl)
     input_kind, num_features, vocab_sizes, num_classes, edge_dim = _spec_fields(spec)
 
     # One NonlocalScale per block (each keeps its last factors for diagnostics); None without nonlocal.
@@ -253,7 +272,7 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any) 
                                add_self_loops=True, edge_dim=edge_dim, **lip_kwargs)
             else:
                 conv = gt_cls(hidden, channels, heads=heads, concat=concat, dropout=attn_dropout,
-                              edge_dim=edge_dim, root_weight=True, **lip_kwargs)
+                              edge_dim=edge_dim, root_weight=True, **lip_kwargs, **score_kwargs)
             return conv, "attention"
     elif name == "gcn":
         def make_conv(layer: int) -> tuple[nn.Module, str]:

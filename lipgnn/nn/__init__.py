@@ -7,6 +7,7 @@ on first use (they compile CPU loops with numba).
 
 from typing import Any
 
+from lipgnn.nn.l2_attention import DotProductMultiheadAttention, L2MultiheadAttention
 from lipgnn.nn.lip_gat_conv import LipGATConv
 from lipgnn.nn.lip_transformer_conv import LipTransformerConv
 from lipgnn.nn.lipschitz import (
@@ -37,6 +38,8 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "EPS",
+    "DotProductMultiheadAttention",
+    "L2MultiheadAttention",
     "REFERENCE_GAT_FACTOR",
     "VARIANTS",
     "FusedLipGATConv",

@@ -18,6 +18,8 @@ from torch_geometric.utils import softmax
 from lipgnn.errors import ConfigError
 from lipgnn.nn.lipschitz import VARIANTS, transformer_lipschitz_denominator
 
+SCORES: Tuple[str, ...] = ("dot", "l2")
+
 
 class LipTransformerConv(TransformerConv):
     r"""Graph Transformer layer with LipschitzNorm (Dasoulas et al., ICML 2021, eq. 19; Corollary 2).
@@ -66,8 +68,19 @@ class LipTransformerConv(TransformerConv):
         lipschitz_norm (bool): apply LipschitzNorm (default ``True``).
         alpha (float): score bound :math:`\alpha > 0` (default ``1.0``).
         variant (str): ``"paper"`` (eq. 19) or ``"reference"`` (authors' code), default ``"paper"``.
+        score (str): ``"dot"`` (default, the scores above) or ``"l2"``: Kim et al.'s L2 scores
+            (eq. 10 on graphs), :math:`-\|q_i - k_j\|^2 / \sqrt{d}` over each node's neighbours
+            (:math:`d` = ``out_channels``, the per-head width :math:`D/H`). Not combinable with
+            LipschitzNorm, whose eq. 19 bounds dot-product scores.
+        tie_qk (bool): share the query and key projections (``lin_key`` is ``lin_query``); with
+            ``score="l2"`` this is what makes the attention Lipschitz (Kim et al., Lemma F.1 and
+            Theorem 3.2). Default ``False``.
 
     Scores: :meth:`attention_scores` returns the per-edge logits that enter the softmax.
+
+    With ``score="l2"`` on a complete graph with self-loops and ``tie_qk=True``, the attention weights
+    are those of :class:`~lipgnn.nn.L2MultiheadAttention` with :math:`W^{Q,h}` the transposed rows of
+    head :math:`h` of ``lin_query`` (tested); the query/key bias cancels in :math:`q_i - k_j` when tied.
     """
 
     def __init__(
@@ -85,12 +98,19 @@ class LipTransformerConv(TransformerConv):
         lipschitz_norm: bool = True,
         alpha: float = 1.0,
         variant: str = "paper",
+        score: str = "dot",
+        tie_qk: bool = False,
         **kwargs,
     ) -> None:
         if variant not in VARIANTS:
             raise ConfigError(
                 f"LipTransformerConv variant={variant!r} is unknown; use one of {list(VARIANTS)}"
             )
+        if score not in SCORES:
+            raise ConfigError(f"LipTransformerConv score={score!r} is unknown; use one of {list(SCORES)}")
+        if score == "l2" and lipschitz_norm:
+            raise ConfigError("LipTransformerConv score='l2' with lipschitz_norm=True: LipschitzNorm (eq. 19) "
+                              "bounds dot-product scores only; use norm=none with score=l2")
         if not alpha > 0:
             raise ConfigError(f"LipTransformerConv alpha={alpha} must be positive; use e.g. alpha=1.0")
         super().__init__(
@@ -100,6 +120,11 @@ class LipTransformerConv(TransformerConv):
         self.lipschitz_norm = lipschitz_norm
         self.alpha = float(alpha)
         self.variant = variant
+        self.score = score
+        self.tie_qk = bool(tie_qk)
+        if self.tie_qk:
+            # One module under two names: state_dict keeps both keys, both hold the same tensors.
+            self.lin_key = self.lin_query
         # Set by attention_scores() to keep the softmax input of the next forward pass.
         self._keep_scores = False
         self._scores: Optional[Tensor] = None
@@ -116,6 +141,10 @@ class LipTransformerConv(TransformerConv):
         if edge_attr is not None:
             value_j = value_j + edge_attr
 
+        if self.score == "l2":
+            # Kim et al. eq. 10 per edge; the difference form is exact where eq. 16's expansion cancels.
+            alpha = -((query_i - key_j) ** 2).sum(dim=-1) / math.sqrt(self.out_channels)
+            return self._attend(alpha, value_j, index, ptr, size_i)
         dot = (query_i * key_j).sum(dim=-1)
         if not self.lipschitz_norm:
             alpha = dot / math.sqrt(self.out_channels)
@@ -127,7 +156,10 @@ class LipTransformerConv(TransformerConv):
                 query_i, key_j, raw_value_j, index, size_i, variant="reference"
             )
             alpha = self.alpha * (dot / math.sqrt(self.out_channels)) / denom
+        return self._attend(alpha, value_j, index, ptr, size_i)
 
+    def _attend(self, alpha: Tensor, value_j: Tensor, index: Tensor, ptr: OptTensor,
+                size_i: Optional[int]) -> Tensor:
         if self._keep_scores:
             self._scores = alpha
         alpha = softmax(alpha, index, ptr, size_i)
@@ -161,5 +193,6 @@ class LipTransformerConv(TransformerConv):
     def __repr__(self) -> str:
         return (
             f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, heads={self.heads}, "
-            f"lipschitz_norm={self.lipschitz_norm}, alpha={self.alpha}, variant={self.variant!r})"
+            f"lipschitz_norm={self.lipschitz_norm}, alpha={self.alpha}, variant={self.variant!r}, "
+            f"score={self.score!r}, tie_qk={self.tie_qk})"
         )

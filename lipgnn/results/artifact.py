@@ -1,7 +1,8 @@
 """One paper artifact (table, figure, report blocks, claims) as a declarative record.
 
 Each module ``lipgnn/results/artifacts/<paper>/<name>.py`` defines a module-level ``ARTIFACT``; the engine
-finds them by walking the folders (files starting with ``_`` are helpers) and ``make tables|figures|report`` loop over that registry. Every callable
+finds them by walking the folders (files starting with ``_`` are helpers) and ``make tables|figures|report``
+loop over that registry. Every callable
 receives ONE DataFrame: the records of ``experiments`` (``lipgnn.results.store.load_records``) concatenated,
 one row per record, with a ``diagnostics`` column (the free-form payload of diagnostic records) and a
 ``config`` column (the full config dict).
