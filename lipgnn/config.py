@@ -80,12 +80,27 @@ def _validate_model(model: DictConfig, norm: DictConfig) -> None:
     _require(model.impl in ("pyg", "fused"), f"model.impl={model.impl!r} is unknown; use pyg or fused")
     _require(model.impl == "pyg" or model.name in ATTENTION_MODELS,
              f"model.impl=fused exists only for attention models (gat, gt), not model={model.name}")
+    _validate_block_options(model)
     if norm.name == "lip":
         _require(_number(norm.alpha, "norm.alpha") > 0, f"norm.alpha={norm.alpha} must be > 0")
         _require(norm.variant in ("paper", "reference"),
                  f"norm.variant={norm.variant!r} is unknown; use paper or reference")
     if norm.name == "layernorm":
         _require(norm.mode in ("graph", "node"), f"norm.mode={norm.mode!r} is unknown; use graph or node")
+
+
+LAYER_NORMS = ("none", "pre", "post")
+ACTIVATIONS = ("default", "relu", "elu", "gelu", "none")
+
+
+def _validate_block_options(model: DictConfig) -> None:
+    """``model.layer_norm`` and ``model.activation`` (every model; absent keys mean none/default)."""
+    placement = model.get("layer_norm", "none")
+    _require(placement in LAYER_NORMS,
+             f"model.layer_norm={placement!r} is unknown; use none, pre (x + f(LN(x))) or post (LN(x + f(x)))")
+    activation = model.get("activation", "default")
+    _require(activation in ACTIVATIONS,
+             f"model.activation={activation!r} is unknown; use one of: {', '.join(ACTIVATIONS)}")
 
 
 def _validate_dataset(dataset: DictConfig) -> None:

@@ -12,6 +12,17 @@ summarised in REFERENCE.md), for layer :math:`l = 0, \dots, L-1`:
         skipped on the last layer except for GCNII)} \\
     h &= \mathrm{PairNorm}(h) \qquad \text{(norm=pairnorm: after the activation, the authors' order)} \\
     x_{l+1} &= h + x_l \qquad \text{(residual=true, Table 3's "-res"; otherwise } x_{l+1} = h\text{)}
+
+``model.layer_norm`` wraps that sublayer :math:`f` (dropout → conv → [norm] → activation → [PairNorm])
+in a residual connection with a per-node ``torch.nn.LayerNorm`` (Guan & He §3.1, Xiong et al. 2020):
+
+.. math::
+    \text{pre:}\quad x_{l+1} = x_l + f(\mathrm{LN}(x_l)), \qquad
+    \text{post:}\quad x_{l+1} = \mathrm{LN}(x_l + f(x_l)),
+
+and ``none`` keeps the block above unchanged. Post is the TREES benchmark's block (Alon & Yahav:
+conv → activation → + x → LayerNorm). The residual is part of pre/post, so ``residual`` is not added
+a second time there.
 """
 
 from __future__ import annotations
@@ -24,6 +35,9 @@ from torch import Tensor, nn
 #: How a block calls its conv: ``plain`` conv(x, edge_index) (GCN, GIN, GGNN), ``attention``
 #: conv(x, edge_index, edge_attr) (GAT, GT), ``initial`` conv(x, x_0, edge_index) (GCNII's GCN2Conv).
 CONV_CALLS = ("plain", "attention", "initial")
+
+#: ``model.layer_norm``: where a block's per-node LayerNorm sits relative to its residual connection.
+LN_PLACEMENTS = ("none", "pre", "post")
 
 
 class EmbeddingSum(nn.Module):
@@ -68,7 +82,10 @@ class GNNBlock(nn.Module):
         layer_norm: optional normalisation between conv and activation (PyG ``LayerNorm``).
         act: optional activation module.
         pair_norm: optional normalisation after the activation (PyG ``PairNorm``).
-        residual: add the block input :math:`x_l` after the last normalisation.
+        residual: add the block input :math:`x_l` after the last normalisation (``placement=none``).
+        placement: ``model.layer_norm``, one of :data:`LN_PLACEMENTS` (pre: :math:`x + f(\mathrm{LN}(x))`,
+            post: :math:`\mathrm{LN}(x + f(x))`).
+        block_norm: the per-node LayerNorm used by ``placement`` pre/post (required there).
     """
 
     def __init__(
@@ -80,10 +97,16 @@ class GNNBlock(nn.Module):
         act: nn.Module | None = None,
         pair_norm: nn.Module | None = None,
         residual: bool = False,
+        placement: str = "none",
+        block_norm: nn.Module | None = None,
     ) -> None:
         super().__init__()
         if call not in CONV_CALLS:
             raise ValueError(f"call must be one of {CONV_CALLS}, got {call!r}")
+        if placement not in LN_PLACEMENTS:
+            raise ValueError(f"placement must be one of {LN_PLACEMENTS}, got {placement!r}")
+        if (placement == "none") != (block_norm is None):
+            raise ValueError("block_norm is required for placement pre/post and unused for placement none")
         self.conv = conv
         self.call = call
         self.dropout = float(dropout)
@@ -91,6 +114,10 @@ class GNNBlock(nn.Module):
         self.act = act
         self.pair_norm = pair_norm
         self.residual = bool(residual)
+        self.placement = placement
+        # Registered only when used, so placement=none keeps today's state-dict keys.
+        if block_norm is not None:
+            self.block_norm = block_norm
 
     @property
     def has_attention(self) -> bool:
@@ -103,7 +130,8 @@ class GNNBlock(nn.Module):
         edge_attr: Tensor | None = None,
         x_0: Tensor | None = None,
     ) -> Tensor:
-        h = F.dropout(x, p=self.dropout, training=self.training)
+        h = self.block_norm(x) if self.placement == "pre" else x
+        h = F.dropout(h, p=self.dropout, training=self.training)
         if self.call == "attention":
             h = self.conv(h, edge_index, edge_attr)
         elif self.call == "initial":
@@ -118,12 +146,16 @@ class GNNBlock(nn.Module):
             h = self.act(h)
         if self.pair_norm is not None:
             h = self.pair_norm(h)
+        if self.placement == "pre":
+            return x + h
+        if self.placement == "post":
+            return self.block_norm(x + h)
         if self.residual:
             h = h + x
         return h
 
     def extra_repr(self) -> str:
-        return f"call={self.call}, dropout={self.dropout}, residual={self.residual}"
+        return f"call={self.call}, dropout={self.dropout}, residual={self.residual}, placement={self.placement}"
 
 
 def count_parameters(module: nn.Module) -> int:
@@ -131,4 +163,4 @@ def count_parameters(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters() if p.requires_grad)
 
 
-__all__ = ["CONV_CALLS", "EmbeddingSum", "GNNBlock", "count_parameters"]
+__all__ = ["CONV_CALLS", "LN_PLACEMENTS", "EmbeddingSum", "GNNBlock", "count_parameters"]

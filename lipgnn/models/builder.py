@@ -18,6 +18,10 @@ gcnii    ``GCN2Conv(hidden, gcnii_alpha, gcnii_theta, layer=l+1)``, with x_0    
 ``Linear`` follows); GCNII follows its own paper: ``x_0 = ReLU(Linear(Dropout(x)))``, ReLU after every
 layer, ``Linear(Dropout(h))`` out.
 
+``model.activation`` (default | relu | elu | gelu | none) replaces the activation column (``default``
+keeps it); ``model.layer_norm`` (none | pre | post) wraps every block in a residual connection with a
+per-node LayerNorm (see :mod:`lipgnn.models.blocks`), independently of ``norm``.
+
 GAT/GT always use the Lip classes: with ``norm != lip`` they are built with ``lipschitz_norm=False``
 (then equal to PyG's ``GATConv``/``TransformerConv``), so checkpoints keep the same state-dict keys
 whichever norm they were trained with.
@@ -37,7 +41,7 @@ from torch_geometric.nn import MLP, GatedGraphConv, GCN2Conv, GCNConv, GINConv
 from torch_geometric.nn.norm import LayerNorm, PairNorm
 
 from lipgnn.errors import ConfigError
-from lipgnn.models.blocks import EmbeddingSum, GNNBlock
+from lipgnn.models.blocks import LN_PLACEMENTS, EmbeddingSum, GNNBlock
 from lipgnn.models.deep import DeepGNN
 
 MODEL_NAMES: tuple[str, ...] = ("gcn", "ggnn", "gin", "gat", "gt", "gcnii")
@@ -47,6 +51,8 @@ IMPLS: tuple[str, ...] = ("pyg", "fused")
 LIP_VARIANTS: tuple[str, ...] = ("paper", "reference")
 LAYERNORM_MODES: tuple[str, ...] = ("graph", "node")
 HEAD_AGGREGATIONS: tuple[str, ...] = ("concat", "mean")
+#: ``model.activation``: ``default`` is the model's own choice in :data:`_ACTIVATIONS`.
+ACTIVATION_NAMES: tuple[str, ...] = ("default", "relu", "elu", "gelu", "none")
 
 # Names that lipgnn.nn.fused must export for model.impl=fused.
 FUSED_GAT_NAME = "FusedLipGATConv"
@@ -60,6 +66,19 @@ _ACTIVATIONS: dict[str, type[nn.Module] | None] = {
     "gt": nn.ELU,
     "gcnii": nn.ReLU,
 }
+
+_NAMED_ACTIVATIONS: dict[str, type[nn.Module] | None] = {
+    "relu": nn.ReLU,
+    "elu": nn.ELU,
+    "gelu": nn.GELU,
+    "none": None,
+}
+
+
+def activation_class(model: str, activation: str) -> type[nn.Module] | None:
+    """The activation module class of ``model.activation`` for ``model`` (``None``: no activation)."""
+    activation = _choice(activation, ACTIVATION_NAMES, "model.activation")
+    return _ACTIVATIONS[model] if activation == "default" else _NAMED_ACTIVATIONS[activation]
 
 
 def _opt(cfg: Any, key: str, default: Any) -> Any:
@@ -121,7 +140,7 @@ def build_model(model_cfg: Any, norm_cfg: Any, spec: Any, depth: int) -> DeepGNN
 
     Args:
         model_cfg: ``conf/model/*.yaml`` (name, hidden, heads, head_aggregation, dropout, attn_dropout,
-            residual, impl, gcnii_alpha, gcnii_theta).
+            residual, impl, gcnii_alpha, gcnii_theta, layer_norm, activation).
         norm_cfg: ``conf/norm/*.yaml`` (name; scale, scale_individually; affine, mode; alpha, variant).
         spec: the dataset's :class:`~lipgnn.data.spec.DataSpec` (duck-typed).
         depth: number of message-passing layers (>= 1).
@@ -150,6 +169,8 @@ def build_model(model_cfg: Any, norm_cfg: Any, spec: Any, depth: int) -> DeepGNN
             raise ConfigError(f"{key}={p} is invalid; a dropout probability must lie in [0, 1)")
     residual = bool(_opt(model_cfg, "residual", False))
     impl = _choice(_opt(model_cfg, "impl", "pyg"), IMPLS, "model.impl")
+    placement = _choice(_opt(model_cfg, "layer_norm", "none"), LN_PLACEMENTS, "model.layer_norm")
+    act_cls = activation_class(name, _opt(model_cfg, "activation", "default"))
 
     if norm == "lip" and name not in ATTENTION_MODELS:
         raise ConfigError(
@@ -217,7 +238,6 @@ def build_model(model_cfg: Any, norm_cfg: Any, spec: Any, depth: int) -> DeepGNN
         ln_affine = bool(_opt(norm_cfg, "affine", True))
         ln_mode = _choice(_opt(norm_cfg, "mode", "graph"), LAYERNORM_MODES, "norm.mode")
 
-    act_cls = _ACTIVATIONS[name]
     act_on_last = name == "gcnii"
     blocks: list[GNNBlock] = []
     for layer in range(depth):
@@ -232,6 +252,8 @@ def build_model(model_cfg: Any, norm_cfg: Any, spec: Any, depth: int) -> DeepGNN
                 act=act_cls() if act_cls is not None and (act_on_last or not is_last) else None,
                 pair_norm=PairNorm(scale=pn_scale, scale_individually=pn_si) if norm == "pairnorm" else None,
                 residual=residual,
+                placement=placement,
+                block_norm=nn.LayerNorm(hidden) if placement != "none" else None,
             )
         )
 

@@ -32,6 +32,9 @@ NON_IDENTITY_KEYS = (
     "dataset.root", "dataset.cache_dir", "dataset.download",
     "train.checkpoint_every", "train.checkpoint_activations", "train.num_threads",
 )
+# Model keys added after records existed: at these values they leave a run's id unchanged, so the
+# records of configs that predate them keep their ids.
+NEUTRAL_MODEL_DEFAULTS: dict[str, Any] = {"layer_norm": "none", "activation": "default"}
 RECORD_SCHEMA = 1
 FINISHED = ("completed", "diverged")
 
@@ -55,6 +58,9 @@ def identity_config(cfg: DictConfig) -> dict[str, Any]:
     if model.get("name") not in ATTENTION_MODELS:
         for key in ("heads", "head_aggregation", "attn_dropout", "impl"):
             model.pop(key, None)
+    for key, neutral in NEUTRAL_MODEL_DEFAULTS.items():
+        if key in model and model[key] == neutral:
+            model.pop(key)
     return container
 
 
