@@ -118,6 +118,9 @@ def _validate_dataset(dataset: DictConfig) -> None:
                  f"dataset.tree_depth={tree_depth!r} must be an integer in 2..10 (paper §7.2)")
         _require(isinstance(dataset.num_trees, int) and dataset.num_trees >= 10,
                  f"dataset.num_trees={dataset.num_trees!r} must be an integer >= 10")
+        sampling = dataset.get("sampling", "alon_yahav")
+        _require(sampling in ("alon_yahav", "trees"),
+                 f"dataset.sampling={sampling!r} is unknown; use alon_yahav (Alon & Yahav's examples) or trees")
 
 
 def _validate_train(train: DictConfig) -> None:
@@ -133,3 +136,17 @@ def _validate_train(train: DictConfig) -> None:
              f"train.checkpoint_every={train.checkpoint_every!r} must be an integer >= 0")
     _require(isinstance(train.eval_every, int) and train.eval_every >= 1,
              f"train.eval_every={train.eval_every!r} must be an integer >= 1")
+    _validate_trees_protocol(train)
+
+
+def _validate_trees_protocol(train: DictConfig) -> None:
+    """The TREES-protocol keys of conf/train/default.yaml (train_metric, stop_at_train, train_patience)."""
+    mode = train.get("plateau_threshold_mode", "rel")
+    _require(mode in ("rel", "abs"), f"train.plateau_threshold_mode={mode!r} is unknown; use rel or abs")
+    metric = train.get("train_metric", "eval")
+    _require(metric in ("eval", "online"), f"train.train_metric={metric!r} is unknown; use eval or online")
+    target = _number(train.get("stop_at_train", 0.0), "train.stop_at_train")
+    _require(0.0 <= target <= 1.0, f"train.stop_at_train={target} must lie in [0, 1] (0 = off)")
+    patience = train.get("train_patience", 0)
+    _require(isinstance(patience, int) and not isinstance(patience, bool) and patience >= 0,
+             f"train.train_patience={patience!r} must be an integer >= 0 (evaluations; 0 = off)")

@@ -35,6 +35,9 @@ NON_IDENTITY_KEYS = (
 # Model keys added after records existed: at these values they leave a run's id unchanged, so the
 # records of configs that predate them keep their ids.
 NEUTRAL_MODEL_DEFAULTS: dict[str, Any] = {"layer_norm": "none", "activation": "default"}
+# Train keys of the TREES protocol: at these values the loop is exactly the one before them.
+NEUTRAL_TRAIN_DEFAULTS: dict[str, Any] = {"plateau_threshold_mode": "rel", "train_metric": "eval",
+                                          "stop_at_train": 0.0, "train_patience": 0}
 RECORD_SCHEMA = 1
 FINISHED = ("completed", "diverged")
 
@@ -61,6 +64,10 @@ def identity_config(cfg: DictConfig) -> dict[str, Any]:
     for key, neutral in NEUTRAL_MODEL_DEFAULTS.items():
         if key in model and model[key] == neutral:
             model.pop(key)
+    train = container.get("train", {})
+    for key, neutral in NEUTRAL_TRAIN_DEFAULTS.items():
+        if key in train and train[key] == neutral:
+            train.pop(key)
     return container
 
 
@@ -159,6 +166,8 @@ def _train(cfg: DictConfig, run_id: str, ckpt_path: Path, progress: bool | None,
         "num_parameters": sum(p.numel() for p in model.parameters()),
         "info": dict(task.info), "error": result.error, "resumed_from": result.resumed_from,
     }
+    if result.best_train is not None:  # the TREES protocol's headline: best train accuracy (train.train_metric)
+        record["best_train"] = result.best_train
     logger.finish({"best_val": result.best["val"], "best_test": result.best["test"],
                    "last_test": result.last["test"], "epochs_run": result.epochs_run}, result.status)
     return record
