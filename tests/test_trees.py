@@ -20,6 +20,7 @@ from lipgnn.data.spec import DataSpec, TaskData
 from lipgnn.data.trees import generate_alon_yahav, tree_labels
 from lipgnn.errors import ConfigError
 from lipgnn.models import build_model
+from lipgnn.train.run import identity_config
 from lipgnn.train.trainer import Trainer
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -221,3 +222,11 @@ def test_protocol_keys_are_validated() -> None:
     with pytest.raises(ConfigError, match="train_patience"):
         validate(compose_cfg(["experiment=fig5", "train.train_patience=-1"]))
     assert math.isclose(compose_cfg(["experiment=fig5"]).train.stop_at_train, 1.0)
+
+
+def test_new_keys_at_their_neutral_values_keep_legacy_run_ids() -> None:
+    legacy = identity_config(compose_cfg(["experiment=fig5_legacy", "variant=gcn", "dataset.tree_depth=3"]))
+    assert "sampling" not in legacy["dataset"]
+    assert not {"train_metric", "stop_at_train", "train_patience", "plateau_threshold_mode"} & set(legacy["train"])
+    faithful = identity_config(compose_cfg(["experiment=fig5", "variant=gcn", "dataset.tree_depth=3"]))
+    assert faithful["dataset"]["sampling"] == "alon_yahav" and faithful["train"]["train_metric"] == "online"

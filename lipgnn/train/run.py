@@ -38,6 +38,8 @@ NEUTRAL_MODEL_DEFAULTS: dict[str, Any] = {"layer_norm": "none", "activation": "d
 # Train keys of the TREES protocol: at these values the loop is exactly the one before them.
 NEUTRAL_TRAIN_DEFAULTS: dict[str, Any] = {"plateau_threshold_mode": "rel", "train_metric": "eval",
                                           "stop_at_train": 0.0, "train_patience": 0}
+# dataset.sampling=trees is the TREES example set that predates the key (num_trees trees, one target each).
+NEUTRAL_DATASET_DEFAULTS: dict[str, Any] = {"sampling": "trees"}
 RECORD_SCHEMA = 1
 FINISHED = ("completed", "diverged")
 
@@ -64,10 +66,11 @@ def identity_config(cfg: DictConfig) -> dict[str, Any]:
     for key, neutral in NEUTRAL_MODEL_DEFAULTS.items():
         if key in model and model[key] == neutral:
             model.pop(key)
-    train = container.get("train", {})
-    for key, neutral in NEUTRAL_TRAIN_DEFAULTS.items():
-        if key in train and train[key] == neutral:
-            train.pop(key)
+    for node, neutrals in ((container.get("train", {}), NEUTRAL_TRAIN_DEFAULTS),
+                           (container.get("dataset", {}), NEUTRAL_DATASET_DEFAULTS)):
+        for key, neutral in neutrals.items():
+            if key in node and node[key] == neutral:
+                node.pop(key)
     return container
 
 
