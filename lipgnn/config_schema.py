@@ -68,6 +68,7 @@ class ModelConfig:
     init: str = choice("default", "default", "xavier")  # weights: PyTorch's default or Xavier-uniform, zero biases
     nonlocal_source: str = choice("x", "x", "xv")  # nonlocal factor from X or from X V_i (Guan & He §4.1)
     nonlocal_grad: Any = flag(True)  # whether the nonlocal factor passes gradients
+    act_on_last: Any = flag(False)  # also apply the activation after the last layer (Alon & Yahav's TREES models)
     ffn_hidden: int = number(64, ge=1, integer=True)  # SAN: the FFN's hidden width (other models ignore it)
 
 
@@ -142,6 +143,7 @@ class PygConfig(RandomSplitMixin, DatasetConfig):
 @dataclass
 class TreesConfig(DatasetConfig):
     tree_depth: int = number(3, ge=2, le=10, integer=True)
+    sampling: str = choice("alon_yahav", "alon_yahav", "trees")  # Alon & Yahav's examples | num_trees trees
     num_trees: int = number(5000, ge=10, integer=True)
     train_fraction: float = number(0.8, gt=0.0, lt=1.0)
     batch_size: int = number(1024, ge=1, integer=True)
@@ -173,6 +175,11 @@ class TrainConfig:
     checkpoint_every: int = number(0, ge=0, integer=True)
     checkpoint_activations: Any = flag(False)
     grad_clip: float = number(0.0, ge=0.0)
+    plateau_threshold_mode: str = choice("rel", "rel", "abs")  # abs: Alon & Yahav's absolute 1e-4 gain
+    # TREES protocol (Alon & Yahav): the train metric that drives plateau_mode=max and the stopping rules
+    train_metric: str = choice("eval", "eval", "online")
+    stop_at_train: float = number(0.0, ge=0.0, le=1.0)  # stop once the train metric reaches it (0 = off)
+    train_patience: int = number(0, ge=0, integer=True)  # evaluations without a train-metric gain (0 = off)
     warmup_epochs: int = number(0, ge=0, integer=True)  # linear warm-up to train.lr, then constant (0 = off)
     # "auto" = physical cores // parallel jobs (>= 1); an integer >= 1 sets it
     num_threads: Any = field(default="auto", metadata={"threads": True})

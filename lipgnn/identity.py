@@ -37,7 +37,9 @@ RENAMED: dict[str, str] = {"norm.variant": "norm.formula"}
 NEUTRAL: dict[str, Any] = {
     "model.layer_norm": "none", "model.activation": "default", "model.nonlocal": False, "model.score": "dot",
     "model.tie_qk": False, "dataset.split": "public", "model.init": "default", "model.nonlocal_source": "x",
-    "model.nonlocal_grad": True, "train.warmup_epochs": 0,
+    "model.nonlocal_grad": True, "train.warmup_epochs": 0, "model.act_on_last": False,
+    "train.plateau_threshold_mode": "rel", "train.train_metric": "eval", "train.stop_at_train": 0.0,
+    "train.train_patience": 0, "dataset.sampling": "trees",
 }
 # Keys that only matter when another key has one of some values: (key, condition key, values).
 APPLIES_WHEN: tuple[tuple[str, str, tuple[Any, ...]], ...] = (
@@ -46,6 +48,7 @@ APPLIES_WHEN: tuple[tuple[str, str, tuple[Any, ...]], ...] = (
     *((f"dataset.{k}", "dataset.split", ("random",))
       for k in ("train_per_class", "train_fraction", "val_fraction", "test_fraction")),
     ("model.ffn_hidden", "model.name", ("san",)),
+    ("dataset.num_trees", "dataset.sampling", ("trees", None)),  # alon_yahav ignores num_trees
     *((f"model.{k}", "model.nonlocal", (True,)) for k in ("nonlocal_source", "nonlocal_grad")),
 )
 # TREES' train_fraction is its own key (not a random-split key): kinds whose split keys APPLIES_WHEN governs.

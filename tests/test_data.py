@@ -249,26 +249,30 @@ def test_unknown_kind_and_name_are_config_errors() -> None:
 # ------------------------------------------------------------------------------------------------- TREES
 
 def trees_task(tmp_path: Path, depth: int, num_trees: int, seed: int = 0, batch_size: int = 64) -> TaskData:
-    cfg = dataset_cfg("trees", tree_depth=depth, num_trees=num_trees, batch_size=batch_size,
+    cfg = dataset_cfg("trees", tree_depth=depth, num_trees=num_trees, batch_size=batch_size, sampling="trees",
                       cache_dir=str(tmp_path / "cache"))
     return load(cfg, seed)
 
 
 def test_trees_depth2_by_hand(tmp_path: Path) -> None:
-    assert tree_edge_index(2).tolist() == [[1, 2, 3, 4, 5, 6], [0, 0, 1, 1, 2, 2]]
+    assert tree_edge_index(2, self_loops=False).tolist() == [[1, 2, 3, 4, 5, 6], [0, 0, 1, 1, 2, 2]]
+    assert tree_edge_index(2).tolist() == [[1, 2, 3, 4, 5, 6, 0, 1, 2, 3, 4, 5, 6],
+                                           [0, 0, 1, 1, 2, 2, 0, 1, 2, 3, 4, 5, 6]]
     task = trees_task(tmp_path, depth=2, num_trees=10, batch_size=2)
     perm, target = generate_trees(2, 10, 0)
     assert task.spec.input == "embedding" and task.spec.num_features == 0 and task.spec.task == "tree"
-    assert task.spec.num_classes == 4 and task.spec.vocab_sizes == (5, 4) and task.metric == "acc"
+    assert task.spec.num_classes == 5 and task.spec.vocab_sizes == (5, 5) and task.metric == "acc"
     batch = next(iter(task.eval_batches()))  # trees 0 and 1
     assert batch.num_nodes == 14
-    assert batch.edge_index.tolist() == [[1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13],
-                                         [0, 0, 1, 1, 2, 2, 7, 7, 8, 8, 9, 9]]
+    assert batch.edge_index.tolist() == [[1, 2, 3, 4, 5, 6, 0, 1, 2, 3, 4, 5, 6,
+                                          8, 9, 10, 11, 12, 13, 7, 8, 9, 10, 11, 12, 13],
+                                         [0, 0, 1, 1, 2, 2, 0, 1, 2, 3, 4, 5, 6,
+                                          7, 7, 8, 8, 9, 9, 7, 8, 9, 10, 11, 12, 13]]
     for j in range(2):
         p, t = perm[j].tolist(), int(target[j])
-        expected_x = [[t, 0], [0, 0], [0, 0], [1, p[0]], [2, p[1]], [3, p[2]], [4, p[3]]]
+        expected_x = [[t, 0], [0, 0], [0, 0], [1, p[0] + 1], [2, p[1] + 1], [3, p[2] + 1], [4, p[3] + 1]]
         assert batch.x[7 * j:7 * (j + 1)].tolist() == expected_x
-        assert batch.y[7 * j:7 * (j + 1)].tolist() == [p[t - 1]] + [-1] * 6
+        assert batch.y[7 * j:7 * (j + 1)].tolist() == [p[t - 1] + 1] + [-1] * 6
     scored = batch.train_mask | batch.val_mask | batch.test_mask
     assert scored.nonzero().view(-1).tolist() == [0, 7]
     assert batch.x.dtype == torch.long and batch.y.dtype == torch.long
@@ -297,7 +301,8 @@ def test_trees_every_path_reaches_root_in_d_hops(tmp_path: Path) -> None:
     task = trees_task(tmp_path, depth=depth, num_trees=20, batch_size=8)
     batch = next(iter(task.eval_batches()))
     src, dst = batch.edge_index
-    assert (src != dst).all()  # no self-loops in the data
+    assert int((src == dst).sum()) == batch.num_nodes  # one self-loop per node (Alon & Yahav's data) ...
+    src, dst = src[src != dst], dst[src != dst]  # ... and the tree edges
     assert torch.bincount(src, minlength=batch.num_nodes).max() == 1  # one outgoing edge (to the parent)
     parent = torch.full((batch.num_nodes,), -1)
     parent[src] = dst
@@ -366,8 +371,8 @@ def test_trees_depth10_is_fast(tmp_path: Path) -> None:
     start = time.monotonic()
     task = trees_task(tmp_path, depth=10, num_trees=5000, batch_size=1024)
     batch = next(iter(task.train_batches(torch.Generator().manual_seed(0))))
-    assert batch.num_nodes == 1024 * 2047 and batch.num_edges == 1024 * 2046
-    assert task.spec.num_classes == 1024
+    assert batch.num_nodes == 1024 * 2047 and batch.num_edges == 1024 * (2046 + 2047)
+    assert task.spec.num_classes == 1025
     assert time.monotonic() - start < 10
 
 

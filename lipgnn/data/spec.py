@@ -16,7 +16,7 @@ class DataSpec:
     """Shape of the inputs and outputs a model must accept/produce for one dataset."""
 
     num_features: int  # dense input width (0 when input == "embedding")
-    num_classes: int  # output width (112 for proteins, 2**d for TREES)
+    num_classes: int  # output width (112 for proteins, 2**d + 1 for TREES: class 0 = empty, never a label)
     input: str = "dense"  # "dense" (float x [N, F]) | "embedding" (long x [N, K] of token ids)
     vocab_sizes: tuple[int, ...] = ()  # one per column of x when input == "embedding"
     edge_dim: int | None = None

@@ -7,7 +7,7 @@ model    conv of layer l                                                        
 =======  ==========================================================================  ==========
 gcn      ``GCNConv(hidden, hidden)``  (Kipf & Welling)                                ReLU
 ggnn     ``GatedGraphConv(hidden, num_layers=1)``  (one GRU step per layer)           none
-gin      ``GINConv(MLP(hidden→hidden→hidden))``                                       ReLU
+gin      ``GINConv(Linear-BN-ReLU-Linear-BN-ReLU)``  (Alon & Yahav's TREES GIN)              ReLU
 gat      ``LipGATConv(hidden, c, heads, add_self_loops, dropout=attn_dropout)``       ELU
 gt       ``LipTransformerConv(hidden, c, heads, root_weight, dropout=attn_dropout)``  ELU
 gcnii    ``GCN2Conv(hidden, gcnii_alpha, gcnii_theta, layer=l+1)``, with x_0           ReLU
@@ -282,8 +282,9 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any) 
             return GatedGraphConv(hidden, num_layers=1), "plain"
     elif name == "gin":
         def make_conv(layer: int) -> tuple[nn.Module, str]:
-            # norm=None: PyG's MLP defaults to BatchNorm, which GIN's TREES baseline does not use.
-            return GINConv(MLP([hidden, hidden, hidden], norm=None)), "plain"
+            # Alon & Yahav's TREES GIN (the only GIN experiment): Linear-BN-ReLU-Linear-BN-ReLU;
+            # plain_last=False puts BatchNorm and ReLU after the second Linear too.
+            return GINConv(MLP([hidden, hidden, hidden], norm="batch_norm", plain_last=False)), "plain"
     else:  # gcnii
         gcnii_alpha = float(_opt(model_cfg, "gcnii_alpha", 0.1))
         gcnii_theta = float(_opt(model_cfg, "gcnii_theta", 0.5))
@@ -299,7 +300,9 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any) 
         ln_affine = bool(_opt(norm_cfg, "affine", True))
         ln_mode = _choice(_opt(norm_cfg, "mode", "graph"), LAYERNORM_MODES, "norm.mode")
 
-    act_on_last = name == "gcnii"
+    # model.act_on_last (absent = false): the activation on the last block too, as in Alon & Yahav's TREES
+    # layers, whose readout is a separate Linear.
+    act_on_last = name == "gcnii" or bool(_opt(model_cfg, "act_on_last", False))
     blocks: list[GNNBlock] = []
     for layer in range(depth):
         conv, call = make_conv(layer)

@@ -164,6 +164,8 @@ def _train(cfg: DictConfig, run_id: str, ckpt_path: Path, progress: bool | None,
         "num_parameters": sum(p.numel() for p in model.parameters()),
         "info": dict(task.info), "error": result.error, "resumed_from": result.resumed_from,
     }
+    if result.best_train is not None:  # the TREES protocol's headline: best train accuracy (train.train_metric)
+        record["best_train"] = result.best_train
     logger.finish({"best_val": result.best["val"], "best_test": result.best["test"],
                    "last_test": result.last["test"], "epochs_run": result.epochs_run}, result.status)
     return record

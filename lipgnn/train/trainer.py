@@ -6,6 +6,12 @@ records loss and train/val/test metric; the epoch of best validation metric and 
 kept, so tables can report either protocol (``train.selection``). A non-finite loss or prediction ends
 the run as ``diverged`` with its best-so-far metrics: gradient explosion is what the paper studies, so
 it is an outcome, not a crash.
+
+The TREES protocol (Alon & Yahav's ``experiment.py``) is a set of opt-in keys checked at each evaluation
+(every ``eval_every`` passes): ``train_metric=online`` (the train accuracy of the predictions made during
+those passes, in training mode, drives the scheduler and the stopping rules and is reported as
+``best_train``), ``stop_at_train`` (stop once that accuracy reaches it) and ``train_patience`` (stop after
+that many evaluations without an improvement of more than :data:`TRAIN_IMPROVEMENT`).
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ from lipgnn.train.loggers import NullLogger, RunLogger
 from lipgnn.train.metrics import is_finite, loss_fn
 
 SPLITS = ("train", "val", "test")
+#: A train-metric gain counts as an improvement above this (Alon & Yahav's ``stopping_threshold``).
+TRAIN_IMPROVEMENT = 1e-4
 
 
 @dataclass
@@ -39,6 +47,9 @@ class FitResult:
     epochs_run: int
     error: str | None = None
     resumed_from: int | None = None
+    # Best train metric (online or evaluated, per train.train_metric) with its epoch and test score there;
+    # None unless a TREES-protocol key is set.
+    best_train: dict[str, Any] | None = None
 
 
 @dataclass
@@ -47,6 +58,9 @@ class _State:
     history: dict[str, list[Any]] = field(default_factory=dict)
     best: dict[str, Any] = field(default_factory=dict)
     stale: int = 0
+    best_train: dict[str, Any] = field(default_factory=dict)
+    train_stale: int = 0
+    online: list[int] = field(default_factory=lambda: [0, 0])  # [correct, count] since the last evaluation
 
 
 def _empty_point() -> dict[str, Any]:
@@ -96,12 +110,19 @@ class Trainer:
         scheduler = None
         if cfg.scheduler == "plateau":
             scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
-                optimizer, mode=cfg.plateau_mode, factor=cfg.plateau_factor, patience=cfg.plateau_patience)
+                optimizer, mode=cfg.plateau_mode, factor=cfg.plateau_factor, patience=cfg.plateau_patience,
+                threshold_mode=cfg.get("plateau_threshold_mode", "rel"))
         # Mini-batch order comes from its own generator, so it is reproducible and checkpointable.
         shuffle = torch.Generator().manual_seed(self.seed)
         state = _State(history={k: [] for k in ("epoch", "loss", "val_loss", "lr", *SPLITS)}, best=_empty_point())
         if self.grad_norms:
             state.history["grad_norms"] = []
+        online = cfg.get("train_metric", "eval") == "online"
+        if online:
+            if task.spec.multilabel:
+                raise ValueError("train.train_metric=online measures accuracy; it needs a single-label task")
+            state.history["train_online"] = []
+        track_train = online or bool(cfg.get("stop_at_train", 0)) or bool(cfg.get("train_patience", 0))
         resumed_from = self._maybe_resume(model, optimizer, scheduler, shuffle, state)
 
         status, error = "completed", None
@@ -109,7 +130,7 @@ class Trainer:
                    leave=False, dynamic_ncols=True)
         for epoch in bar:
             set_warmup_lr(optimizer, cfg.lr, int(cfg.get("warmup_epochs", 0) or 0), epoch)
-            loss, norms = self._train_epoch(model, task, optimizer, shuffle)
+            loss, norms = self._train_epoch(model, task, optimizer, shuffle, state.online if online else None)
             loss = faults.maybe_nan(self.desc, epoch, loss)
             if not math.isfinite(loss):
                 status, error = "diverged", f"non-finite training loss ({loss}) at epoch {epoch}"
@@ -120,6 +141,12 @@ class Trainer:
                     status, error = "diverged", f"non-finite predictions at epoch {epoch}"
                     break
                 self._append(state, epoch, loss, val_loss, scores, optimizer, norms)
+                train_metric = scores["train"]
+                if online:
+                    correct, count = state.online
+                    train_metric = correct / max(count, 1)
+                    state.history["train_online"].append(train_metric)
+                    state.online = [0, 0]
                 improved = state.best["val"] is None or scores["val"] > state.best["val"]
                 if improved:
                     state.best = {"epoch": epoch, "loss": loss, **scores}
@@ -127,7 +154,9 @@ class Trainer:
                 else:
                     state.stale += 1
                 if scheduler is not None:
-                    scheduler.step(val_loss if cfg.plateau_mode == "min" else scores["train"])
+                    scheduler.step(val_loss if cfg.plateau_mode == "min" else train_metric)
+                if track_train:
+                    self._track_train(state, epoch, train_metric, scores)
                 metrics = {"loss": loss, "val_loss": val_loss, "lr": optimizer.param_groups[0]["lr"], **scores}
                 if norms is not None:
                     metrics.update({f"grad_norm/layer_{i}": value for i, value in enumerate(norms)})
@@ -139,6 +168,8 @@ class Trainer:
             faults.maybe_kill(self.desc, epoch)
             if cfg.early_stopping and state.stale >= cfg.early_stopping:
                 break
+            if track_train and self._train_done(state):
+                break
         bar.close()
 
         history = state.history
@@ -148,14 +179,37 @@ class Trainer:
                     **{s: history[s][-1] for s in SPLITS}}
         return FitResult(status=status, history=history, best=state.best, last=last,
                          epochs_run=state.epoch + (1 if status == "diverged" else 0),
-                         error=error, resumed_from=resumed_from)
+                         error=error, resumed_from=resumed_from,
+                         best_train=(state.best_train or {"epoch": None, "train": None, "test": None})
+                         if track_train else None)
+
+    # ------------------------------------------------------------------ TREES protocol
+    @staticmethod
+    def _track_train(state: _State, epoch: int, train_metric: float, scores: dict[str, float]) -> None:
+        """Best train metric so far (Alon & Yahav: an improvement must exceed ``TRAIN_IMPROVEMENT``)."""
+        best = state.best_train.get("train")
+        if best is None or train_metric > best + TRAIN_IMPROVEMENT:
+            state.best_train = {"epoch": epoch, "train": train_metric, "test": scores["test"]}
+            state.train_stale = 0
+        else:
+            state.train_stale += 1
+
+    def _train_done(self, state: _State) -> bool:
+        """``stop_at_train`` reached, or ``train_patience`` evaluations without improvement."""
+        target = float(self.cfg.get("stop_at_train", 0) or 0)
+        patience = int(self.cfg.get("train_patience", 0) or 0)
+        best = state.best_train.get("train")
+        if target and best is not None and best >= target:
+            return True
+        return bool(patience) and state.train_stale >= patience
 
     # ------------------------------------------------------------------ steps
     def _forward(self, model: torch.nn.Module, batch: Any) -> Tensor:
         return model(batch.x, batch.edge_index, getattr(batch, "edge_attr", None))
 
     def _train_epoch(self, model: torch.nn.Module, task: Any, optimizer: torch.optim.Optimizer,
-                     shuffle: torch.Generator) -> tuple[float, list[float] | None]:
+                     shuffle: torch.Generator, online: list[int] | None = None) -> tuple[float, list[float] | None]:
+        """One pass over the training batches; adds [correct, count] of its predictions to ``online`` if given."""
         model.train()
         total, count, norms = 0.0, 0, None
         for batch in task.train_batches(shuffle):
@@ -164,7 +218,8 @@ class Trainer:
             if int(mask.sum()) == 0:
                 continue
             optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(self._forward(model, batch)[mask], batch.y[mask], task.spec.multilabel)
+            out = self._forward(model, batch)[mask]
+            loss = loss_fn(out, batch.y[mask], task.spec.multilabel)
             if not is_finite(loss):
                 return float(loss.detach()), None
             loss.backward()
@@ -176,6 +231,9 @@ class Trainer:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), self.cfg.grad_clip)
             optimizer.step()
             n = int(mask.sum())
+            if online is not None:
+                online[0] += int((out.detach().argmax(dim=-1) == batch.y[mask]).sum())
+                online[1] += n
             total += float(loss.detach()) * n
             count += n
         return (total / max(count, 1)), norms
@@ -222,6 +280,7 @@ class Trainer:
         assert self.checkpoint_path is not None
         save_checkpoint(self.checkpoint_path, {
             "epoch": state.epoch, "history": state.history, "best": state.best, "stale": state.stale,
+            "best_train": state.best_train, "train_stale": state.train_stale, "online": state.online,
             "model": model.state_dict(), "optimizer": optimizer.state_dict(),
             "scheduler": scheduler.state_dict() if scheduler is not None else None,
             "rng": rng_state(shuffle), "saved_at": time.time(),
@@ -242,4 +301,7 @@ class Trainer:
         restore_rng_state(payload["rng"], shuffle)
         state.epoch, state.history, state.best, state.stale = (
             payload["epoch"], payload["history"], payload["best"], payload["stale"])
+        state.best_train = payload.get("best_train", {})
+        state.train_stale = payload.get("train_stale", 0)
+        state.online = payload.get("online", [0, 0])
         return int(payload["epoch"])
