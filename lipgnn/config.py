@@ -165,6 +165,7 @@ def _validate_block_options(model: DictConfig, norm: DictConfig) -> None:
 def _validate_score(model: DictConfig, norm: DictConfig) -> None:
     """``model.score`` (dot | l2) and ``model.tie_qk``: GT only; l2 not with norm=lip; pyg path only."""
     score, tie_qk = model.score, model.tie_qk
+    _require(score in ("dot", "l2"), f"model.score={score!r} is unknown; use dot or l2")
     if score == "dot" and not tie_qk:
         return
     _require(model.name == "gt", f"model.score={score} / model.tie_qk={tie_qk} apply to model=gt only, "

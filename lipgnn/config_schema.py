@@ -224,6 +224,12 @@ class RootConfig:
     resume: Any = flag(True)
     allow_code_change: Any = flag(False)
     log: LogConfig = field(default_factory=LogConfig)
+    # A lookup table experiments interpolate from (fig5: Alon & Yahav's per-depth/per-model settings); the
+    # values it selects land in the real keys, so it is not part of a run's identity.
+    trees_protocol: Any = field(default=None, metadata={"nullable": True})
+    # Settings of the energy runner (lipgnn.diagnostics.runner; e.g. energy.features=raw|row), set by the
+    # gh_energy experiment only.
+    energy: Any = field(default=None, metadata={"nullable": True})
     model: Any = MISSING
     norm: Any = MISSING
     dataset: Any = MISSING

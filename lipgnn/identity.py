@@ -29,7 +29,7 @@ from lipgnn.config_schema import ATTENTION_MODELS
 NON_IDENTITY_KEYS: tuple[str, ...] = (
     "hydra", "results_dir", "overwrite", "resume", "allow_code_change", "device", "experiment_name", "log",
     "logger", "budget", "dataset.root", "dataset.cache_dir", "dataset.download", "model.impl",
-    "train.checkpoint_every", "train.checkpoint_activations", "train.num_threads",
+    "train.checkpoint_every", "train.checkpoint_activations", "train.num_threads", "trees_protocol",
 )
 # Keys renamed since records were first written: old dotted name -> new one.
 RENAMED: dict[str, str] = {"norm.variant": "norm.formula"}

@@ -89,7 +89,7 @@ def test_dropout_none_switches_every_dropout_off() -> None:
     (["model.dropout=1.5"], "model.dropout=1.5 is out of range"),
     (["train.selection=peak"], "train.selection='peak' is unknown"),
     (["train.lr=-1"], "train.lr=-1.0 is out of range"),
-    (["model=gcn", "model.impl=fused"], "fused exists only for gat and gt"),
+    (["model=gcn", "model.impl=fused"], "fused exists only for attention models"),
     (["train.grad_clip=-1"], "train.grad_clip=-1.0 is out of range"),
     (["overwrite=no"], "overwrite='no' is not a boolean"),
     (["model.residual=no"], "model.residual='no' is not a boolean"),
@@ -176,7 +176,7 @@ def test_every_key_of_every_group_rejects_a_bad_value(group: str, option: str) -
 def test_the_feature_branches_keys_compose_at_their_defaults() -> None:
     cfg = compose_cfg(["model=gt"])
     assert (cfg.model.layer_norm, cfg.model.activation, cfg.model["nonlocal"], cfg.model.score, cfg.model.tie_qk,
-            cfg.log.energy) == ("none", "default", False, "dot", True, False)
+            cfg.log.energy) == ("none", "default", False, "dot", False, False)
     cfg = compose_cfg(["model=gt", "model.layer_norm=pre", "model.score=l2", "model.nonlocal=true"])
     validate(cfg)
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from lipgnn.results.artifacts.guan_he import gh_depth, gh_pruning, gh_similarity
-from lipgnn.results.artifacts.guan_he.common import architecture, paper_accuracy
+from lipgnn.results.artifacts.guan_he._common import architecture, paper_accuracy
 from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS, UNDER_BUDGET
 
 

@@ -393,8 +393,9 @@ def test_a_cell_whose_sweep_has_not_finished_is_marked_partial(tmp_path: Path) -
     for lr in (0.005, 0.001):
         for seed in (0, 1):
             write_record(tmp_path, make_record(norm="none", lr=lr, seed=seed, best=(0.9, 0.7, 0.70), **common))
-            if (lr, seed) != (0.001, 1):
-                write_record(tmp_path, make_record(norm="lip", lr=lr, seed=seed, best=(0.9, 0.8, 0.80), **common))
+            if (lr, seed) != (0.001, 1):  # lr 0.005 has the better validation score, so it is selected
+                val = 0.81 if lr == 0.005 else 0.8
+                write_record(tmp_path, make_record(norm="lip", lr=lr, seed=seed, best=(0.9, val, 0.80), **common))
     cells = build_cells(load_records(tmp_path, "table3"), TABLES["table3"])
     full, part = _cell(cells, "GAT", "Cora 15 layers"), _cell(cells, "GAT-Lip", "Cora 15 layers")
     assert full.ours_text(False) == "70.0 ± 0.0 n=2 [70.0, 70.0]" and not full.partial
@@ -525,7 +526,9 @@ def test_make_tables_and_figures_write_every_file_deterministically(tmp_path: Pa
     _load_script("make_tables").main(["--results-dir", str(results)])
     _load_script("make_figures").main(["--results-dir", str(results)])
     printed = capsys.readouterr().out
-    first = {**_outputs(results / "tables"), **_outputs(results / "figures")}
+    every = {**_outputs(results / "tables"), **_outputs(results / "figures")}
+    assert set(EXPECTED) <= set(every)  # the other papers' artifacts write their files too
+    first = {name: data for name, data in every.items() if name in EXPECTED}
     assert sorted(first) == EXPECTED
     assert all(f"wrote {results / 'tables' / n}" in printed for n in first if n.startswith("table"))
     assert all(f"wrote {results / 'figures' / n}" in printed for n in first if n.startswith("fig"))
@@ -541,7 +544,7 @@ def test_make_tables_and_figures_write_every_file_deterministically(tmp_path: Pa
     # rerun by the slow test below).
     make_tables(results, tmp_path / "again")
     make_figures(results, tmp_path / "again", names=("fig2", "fig4"))
-    again = _outputs(tmp_path / "again")
+    again = {k: v for k, v in _outputs(tmp_path / "again").items() if k in EXPECTED}
     assert len(again) == 13 and again == {k: first[k] for k in again}
     md = first["table1.md"].decode()
     assert "| GAT-Lip |" in md and "75.3 ± 0.9 (11)" in md and "budget cpu" in md and "seeds 0-1" in md
@@ -566,7 +569,8 @@ def test_every_figure_is_byte_identical_when_rerun(tmp_path: Path) -> None:
 def test_figures_from_no_records_still_render(tmp_path: Path) -> None:
 
     paths = make_figures(tmp_path)
-    assert sorted(p.name for p in paths) == [f"fig{i}.{e}" for i in range(2, 7) for e in ("pdf", "png")]
+    names = {p.name for p in paths}
+    assert {f"fig{i}.{e}" for i in range(2, 7) for e in ("pdf", "png")} <= names
     assert all(p.stat().st_size > 0 for p in paths)
 
 

@@ -200,7 +200,7 @@ def test_warmup_is_linear_then_constant() -> None:
 
 @pytest.mark.parametrize(("overrides", "message"), [
     (["model=san", "norm=pairnorm"], "does not apply to model=san"),
-    (["model=gcn", "+model.nonlocal=true"], "model.nonlocal=true needs an attention model"),
+    (["model=gcn", "model.nonlocal=true"], "model.nonlocal=true needs an attention model"),
     (["model=san", "model.nonlocal=true", "model.nonlocal_source=y"], "model.nonlocal_source='y'"),
     (["model=san", "model.init=he"], "model.init='he'"),
     (["model=san", "model.ffn_hidden=0"], "model.ffn_hidden=0"),

@@ -19,14 +19,16 @@ CPU_COUNTS = {
     "fig2": 2,
     "fig3": 2 * 4,
     "fig4": 2 * 4 * 2,
-    "fig5": 9 * 5,
+    "fig5": 4 * 11,          # tree depths 2-5 x variants (GAT-Lip at alpha 1, 2, 5), seed 11
+    "fig5_legacy": 9 * 5,
     "fig6": 8 * 2 * 4 * 2,  # variants x datasets x depths x lr
     "fig6_protocol": 3 * 1 * 1 * 2,  # variants (GT, GT-Lip with both formulas) x dataset x depth x seeds
 }
 PAPER_COUNTS = {
     "table3": 4 * 2 * 2 * 4 * 4 * 2 * 3 * 4 * 5,
     "fig2": 2 * 5,
-    "fig5": 9 * 9 * 10,
+    "fig5": 9 * 11 * 2,      # tree depths 2-10 x variants x seeds 11, 12
+    "fig5_legacy": 9 * 9 * 10,
     "fig6_protocol": 5 * 2 * 7 * 5,  # GT variants (Lip with both formulas) x datasets x depths x seeds
 }
 

@@ -149,7 +149,11 @@ def _declared_grid(experiment: str, budget: str, conf_dir: Path) -> DeclaredGrid
         params = OmegaConf.select(cfg, "hydra.sweeper.params", default=None)
         if not params:
             continue
-        epochs = OmegaConf.select(cfg, "train.epochs", default=None)
+        # An epoch count given as an interpolation (fig5: a per-depth pass cap) has no single value here:
+        # such a sweep declares no epoch budget, so no run of it is flagged for its epochs.
+        epochs = OmegaConf.select(cfg, "train.epochs", default=None, throw_on_resolution_failure=False)
+        if epochs is not None and not isinstance(epochs, (int, float)):
+            epochs = math.nan
         if epochs is None:
             epochs = _default_epochs(conf_dir, experiment)
         sweeps.append(Sweep(path.stem, float(epochs) if epochs is not None else math.nan,

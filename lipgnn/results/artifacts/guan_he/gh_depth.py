@@ -11,7 +11,7 @@ import io
 import pandas as pd
 
 from lipgnn.results.artifact import Artifact
-from lipgnn.results.artifacts.guan_he.common import (
+from lipgnn.results.artifacts.guan_he._common import (
     ARCH_LABELS,
     ARCHITECTURES,
     EXPERIMENT,

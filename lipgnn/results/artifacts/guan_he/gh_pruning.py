@@ -13,7 +13,7 @@ import io
 import pandas as pd
 
 from lipgnn.results.artifact import Artifact
-from lipgnn.results.artifacts.guan_he.common import ARCH_LABELS, EXPERIMENT, PAPER, budget_line, completed_san
+from lipgnn.results.artifacts.guan_he._common import ARCH_LABELS, EXPERIMENT, PAPER, budget_line, completed_san
 from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS, HOLDS_IN_PART, NOT_RUN, Claim
 
 PAPER_LAYERS = (2, 32, 64, 96, 128, 160, 192, 224)

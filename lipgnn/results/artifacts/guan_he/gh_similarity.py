@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from lipgnn.results.artifact import Artifact
-from lipgnn.results.artifacts.guan_he.common import ARCH_LABELS, EXPERIMENT, PAPER, budget_line, completed_san
+from lipgnn.results.artifacts.guan_he._common import ARCH_LABELS, EXPERIMENT, PAPER, budget_line, completed_san
 from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS, NOT_RUN, Claim
 
 SHOWN = ("nonlocal", "pre", "post")
