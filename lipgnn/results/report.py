@@ -164,6 +164,15 @@ def render_blocks(results_dir: str | os.PathLike, paper: str = MAIN_PAPER,
     return blocks
 
 
+def _claim_link(paper: str, anchor: str) -> str:
+    """Where a claim's section is: its artifact's report part (the entry point for the main paper), then
+    ``#anchor``; an anchor that already names a file is kept as it is."""
+    if ".md" in anchor:
+        return anchor
+    where = "" if paper == MAIN_PAPER else str(report_path("", paper))
+    return f"{where}#{anchor.lstrip('#')}"
+
+
 def block_claims(loader: Loader) -> str:
     """One row per claim of every paper: section, the paper's words, our verdict, runs, and a link."""
     rows = []
@@ -171,10 +180,9 @@ def block_claims(loader: Loader) -> str:
         if artifact.claims is None:
             continue
         for claim in artifact.claims(loader.frame(artifact)):
-            where = "" if claim.paper == MAIN_PAPER else str(report_path("", claim.paper))
-            quote = claim.quote.replace("|", "\\|")
-            rows.append([PAPER_SHORT.get(claim.paper, claim.paper), claim.section, f"“{quote}”",
-                         f"**{claim.verdict}**", str(claim.n_runs), f"[{artifact.name}]({where}{claim.anchor})"])
+            rows.append([PAPER_SHORT.get(claim.paper, claim.paper), claim.section,
+                         "“" + claim.quote.replace("|", "\\|") + "”", f"**{claim.verdict}**", str(claim.n_runs),
+                         f"[{artifact.name}]({_claim_link(artifact.paper, claim.anchor)})"])
     if not rows:
         return "No claims registered."
     counts = pd.Series([r[3].strip("*") for r in rows]).value_counts()
