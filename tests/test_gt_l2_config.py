@@ -50,8 +50,8 @@ def test_lipschitz_command_exits_2_on_a_bad_config(capsys: pytest.CaptureFixture
 
 
 def test_default_score_keys_leave_run_ids_unchanged() -> None:
-    from lipgnn.lipschitz.cli import compose
     from lipgnn.identity import run_id
+    from lipgnn.lipschitz.cli import compose
     from lipgnn.train.run import run_id_for
 
     cfg = compose(["model=gt", "depth=2"])
