@@ -84,3 +84,12 @@ def test_pruning_claim_holds_when_only_nonlocal_degrades() -> None:
     flipped = pd.DataFrame([_record("nonlocal", 32, 0.9, {"pruning": pruning(32, 0.0)}),
                             _record("pre", 32, 0.9, {"pruning": pruning(32, 0.05)})])
     assert gh_pruning.claims(flipped)[0].verdict == DOES_NOT_HOLD
+
+
+def test_similarity_and_pruning_compare_at_a_depth_both_architectures_have() -> None:
+    prune = {"none": {"val": 0.8, "test": 0.8}, **{str(k): {"val": 0.8, "test": 0.8} for k in range(1, 65)}}
+    diag = {"similarity": _similarity(32, 0.5), "pruning": prune}
+    frame = pd.DataFrame([_record("nonlocal", 32, 0.9, diag), _record("pre", 32, 0.9, diag),
+                          _record("pre", 64, 0.9, {"similarity": _similarity(64, 0.5), "pruning": prune})])
+    assert set(gh_similarity.summary(frame)["depth"]) == {32}
+    assert set(gh_pruning.summary(frame)["depth"]) == {32}

@@ -94,6 +94,13 @@ def completed_san(frame: pd.DataFrame) -> pd.DataFrame:
     return out[out["arch"] != "other"]
 
 
+def compared_depth(runs: pd.DataFrame, archs: tuple[str, ...] = ("nonlocal", "pre")) -> int | None:
+    """The deepest depth run for every one of ``archs`` (so that they are compared at one depth)."""
+    sets = [set(runs.loc[runs["arch"] == a, "depth"].astype(int)) for a in archs]
+    common = set.intersection(*sets) if sets else set()
+    return max(common) if common else None
+
+
 def budget_line(frame: pd.DataFrame) -> str:
     """One sentence stating the budget the records ran under."""
     if frame.empty:
@@ -107,4 +114,4 @@ def budget_line(frame: pd.DataFrame) -> str:
 
 
 __all__ = ["ARCHITECTURES", "ARCH_LABELS", "DATASETS", "DEPTHS", "EXPERIMENT", "PAPER", "architecture",
-           "budget_line", "completed_san", "paper_accuracy"]
+           "budget_line", "compared_depth", "completed_san", "paper_accuracy"]

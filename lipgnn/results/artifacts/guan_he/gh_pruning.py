@@ -13,7 +13,14 @@ import io
 import pandas as pd
 
 from lipgnn.results.artifact import Artifact
-from lipgnn.results.artifacts.guan_he._common import ARCH_LABELS, EXPERIMENT, PAPER, budget_line, completed_san
+from lipgnn.results.artifacts.guan_he._common import (
+    ARCH_LABELS,
+    EXPERIMENT,
+    PAPER,
+    budget_line,
+    compared_depth,
+    completed_san,
+)
 from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS, HOLDS_IN_PART, NOT_RUN, Claim
 
 PAPER_LAYERS = (2, 32, 64, 96, 128, 160, 192, 224)
@@ -42,8 +49,10 @@ def summary(frame: pd.DataFrame) -> pd.DataFrame:
     runs = runs[(runs["dataset"] == "cora") & runs["diagnostics"].map(lambda d: "pruning" in d)
                 & runs["arch"].isin(list(PAPER_PRUNED))]
     rows = []
+    depth = compared_depth(runs)
     for _, group in runs.groupby("arch"):
-        for r in group[group["depth"] == group["depth"].max()].itertuples():
+        chosen = depth if depth is not None else group["depth"].max()
+        for r in group[group["depth"] == chosen].itertuples():
             pruning = r.diagnostics["pruning"]
             base = 100 * pruning["none"]["test"]
             for layer, paper_layer in positions(int(r.depth)):

@@ -15,7 +15,14 @@ import numpy as np
 import pandas as pd
 
 from lipgnn.results.artifact import Artifact
-from lipgnn.results.artifacts.guan_he._common import ARCH_LABELS, EXPERIMENT, PAPER, budget_line, completed_san
+from lipgnn.results.artifacts.guan_he._common import (
+    ARCH_LABELS,
+    EXPERIMENT,
+    PAPER,
+    budget_line,
+    compared_depth,
+    completed_san,
+)
 from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS, NOT_RUN, Claim
 
 SHOWN = ("nonlocal", "pre", "post")
@@ -25,11 +32,15 @@ COLUMNS = ["architecture", "dataset", "depth", "seed", "mean_all", "mean_adjacen
 
 
 def deepest(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per architecture, the Cora records of the deepest depth that carry a similarity matrix."""
+    """The Cora records with a similarity matrix at the deepest depth run for both nonlocal Post-LN and Pre-LN
+    (per architecture its deepest, while no depth has both)."""
     runs = completed_san(frame)
     runs = runs[(runs["dataset"] == "cora") & runs["diagnostics"].map(lambda d: "similarity" in d)]
     if runs.empty:
         return runs
+    depth = compared_depth(runs)
+    if depth is not None:  # nonlocal and Pre-LN at the deepest depth both have
+        return runs[runs["depth"] == depth]
     keep = [g[g["depth"] == g["depth"].max()] for _, g in runs.groupby("arch")]
     return pd.concat(keep)
 
