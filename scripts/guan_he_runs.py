@@ -37,6 +37,7 @@ from torch_geometric import seed_everything
 from lipgnn.config import validate
 from lipgnn.data import load
 from lipgnn.data.common import stable_seed
+from lipgnn.diagnostics import cosine_similarity_matrix
 from lipgnn.models import build_model
 from lipgnn.provenance import loaded_commit, versions
 from lipgnn.results.store import run_record_path, write_record
@@ -70,14 +71,6 @@ def random_split_masks(num_nodes: int, seed: int, dataset: str,
         mask[part] = True
         masks.append(mask)
     return masks[0], masks[1], masks[2]
-
-
-def cosine_similarity_matrix(layers: list[Tensor]) -> Tensor:
-    r"""Eq. (1): :math:`\frac{1}{n}\sum_i \cos(X^s(i), X^t(i))` for every pair of layer outputs.
-
-    A local copy: ``lipgnn.diagnostics`` will own the shared one."""
-    unit = torch.stack([torch.nn.functional.normalize(x, dim=1) for x in layers])  # [L, n, d]
-    return torch.einsum("snd,tnd->st", unit, unit) / unit.size(1)
 
 
 @torch.no_grad()
