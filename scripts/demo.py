@@ -1,6 +1,6 @@
 """`make demo`: the paper's headline in a few minutes — a deep GAT fails to train, GAT-Lip trains.
 
-Two 20-layer GATs (the setting of the paper's Fig. 2), identical but for LipschitzNorm, train for 100
+Two 20-layer GATs (the setting of the paper's Fig. 2), identical but for LipschitzNorm, train for 200
 epochs on Cora with the attention-gradient norms of every layer recorded. Each run goes through the same
 path as ``python train.py`` and writes its record under ``.cache/demo``. The demo prints their accuracies
 and gradient norms and saves ``.cache/demo/demo.png`` (gradient norms per layer, and test accuracy per
@@ -24,7 +24,7 @@ from lipgnn.config import compose
 from lipgnn.errors import DatasetNotFoundError
 
 RESULTS = Path(".cache/demo")
-COMMON = ["model=gat", "model.impl=fused", "depth=20", "train.epochs=100", "log.grad_norms=true",
+COMMON = ["model=gat", "model.impl=fused", "depth=20", "train.epochs=200", "log.grad_norms=true",
           f"results_dir={RESULTS}", "experiment_name=demo", "train.checkpoint_every=0"]
 
 
@@ -39,7 +39,12 @@ def _on_cora() -> list[dict[str, Any]]:
 
 
 def generated_graph(seed: int = 0) -> Any:
-    """A 4-block stochastic block model (1000 nodes) whose 32 features are noisy class means."""
+    """A 4-block stochastic block model (1000 nodes) whose 32 features are noisy class means.
+
+    Sparse and homophilous like Cora (mean degree ~3.3, ~97 % of edges inside a block): on a dense block
+    model (mean degree ~11) twenty rounds of message passing mix every node into the same average, and
+    neither model trains, which would show over-smoothing rather than the gradient explosion.
+    """
     from torch_geometric.data import Data
     from torch_geometric.utils import stochastic_blockmodel_graph
 
@@ -49,7 +54,7 @@ def generated_graph(seed: int = 0) -> Any:
 
     gen = make_generator("demo-sbm", seed)
     sizes, classes = [250] * 4, 4
-    probs = torch.full((classes, classes), 0.004) + torch.eye(classes) * 0.03
+    probs = torch.full((classes, classes), 0.0003) + torch.eye(classes) * 0.012
     torch.manual_seed(seed)
     edge_index = stochastic_blockmodel_graph(sizes, probs)
     y = torch.arange(classes).repeat_interleave(250)
@@ -98,7 +103,7 @@ def report(records: list[dict[str, Any]], where: str) -> Path:
     import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    print(f"\n20-layer GAT vs GAT-Lip on {where}, 100 epochs, 1 seed:")
+    print(f"\n20-layer GAT vs GAT-Lip on {where}, 200 epochs (the paper's), 1 seed:")
     print(f"{'model':8s} {'status':10s} {'test acc @ best val':>20s} {'max attention-grad norm (epochs 1-10)':>40s}")
     for record in records:
         label = "GAT-Lip" if record["config"]["norm"]["name"] == "lip" else "GAT"
@@ -131,7 +136,7 @@ def main() -> int:
     except DatasetNotFoundError as exc:
         print(f"Cora is not available ({exc}).\nUsing a generated graph instead: a 4-class stochastic block "
               "model with noisy class-mean features (made by scripts/demo.py), on which the same effect shows.")
-        records, where = _on_generated_graph(), "a generated graph (SBM, 1000 nodes)"
+        records, where = _on_generated_graph(), "a generated graph (SBM, 1000 nodes, mean degree 3.3)"
     path = report(records, where)
     print(f"\nWithout LipschitzNorm the attention gradients of the deep GAT explode and it barely trains; with it "
           f"they stay bounded (Theorem 3) and the same network learns.\nPlot saved to {path}")
