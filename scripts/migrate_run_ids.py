@@ -34,11 +34,22 @@ def _rename_keys(config: dict) -> bool:
     return changed
 
 
-# Records written by an experiment's own runner (lipgnn.diagnostics.runner, scripts/guan_he_runs.py,
-# lipgnn.lipschitz.experiments) carry ids those runners derive and look up to skip finished work: renaming
-# them would make the runner redo them.
-OWN_RUNNER_EXPERIMENTS = frozenset({"gh_energy", "gh_depth", "kim_bounds", "kim_divergence", "kim_invertibility",
-                                    "lip_estimates"})
+# Records written by an experiment's own runner (scripts/guan_he_runs.py, lipgnn.lipschitz.experiments) carry
+# ids those runners derive and look up to skip finished work: renaming them would make the runner redo them.
+OWN_RUNNER_EXPERIMENTS = frozenset({"gh_depth", "kim_bounds", "kim_divergence", "kim_invertibility", "lip_estimates"})
+
+
+def _energy_run_id(config: dict) -> str:
+    from omegaconf import OmegaConf
+
+    from lipgnn.diagnostics.runner import run_id_for
+
+    return run_id_for(OmegaConf.create(config))
+
+
+# Runners whose ids are the training identity plus their own options: migrated with the runner's id function,
+# so that the runner finds the record and skips the unit.
+RUNNER_IDS = {"gh_energy": _energy_run_id}
 
 
 def plan(results_dir: Path) -> tuple[list[tuple[Path, dict, str]], list[str]]:
@@ -50,7 +61,7 @@ def plan(results_dir: Path) -> tuple[list[tuple[Path, dict, str]], list[str]]:
         if record is None or record.get("experiment") in OWN_RUNNER_EXPERIMENTS:
             continue
         renamed = _rename_keys(record.get("config") or {})
-        new_id = run_id(record["config"])
+        new_id = RUNNER_IDS.get(record.get("experiment"), run_id)(record["config"])
         new_path = path.with_name(f"{new_id}.json")
         targets[new_path].append(path)
         if renamed or new_id != record["run_id"] or new_path != path:

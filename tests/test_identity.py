@@ -101,3 +101,20 @@ def test_committed_records_are_found_by_the_composed_grid() -> None:
                           ["budget=cpu", "dataset=cora", "depth=15", "variant=gat_lip", "train.lr=0.005"])
     assert len(status.rows) == 4  # dropout x 2 seeds
     assert [state for _, state in status.rows] == ["completed"] * 4, status.rows
+
+
+def test_energy_runner_records_migrate_to_the_runner_id(tmp_path: Path) -> None:
+    """gh_energy records carry the energy runner's id (training identity + energy options): the migration
+    renames a stale one to exactly what the runner computes, so the runner finds it and skips the unit."""
+    from lipgnn.diagnostics.runner import run_id_for
+
+    cfg = compose_cfg(["experiment=gh_energy", "dataset=cora", "variant=san_preln", "depth=2", "model.init=xavier"])
+    config = OmegaConf.to_container(cfg, resolve=True)
+    config["energy"] = {"features": "raw"}
+    folder = tmp_path / "runs" / "gh_energy"
+    folder.mkdir(parents=True)
+    record = {**_record(config, "san-preln-xavier-cora-raw-L2-s0-stale"), "experiment": "gh_energy"}
+    (folder / "san-preln-xavier-cora-raw-L2-s0-stale.json").write_text(json.dumps(record))
+    assert _migrate(tmp_path).returncode == 0
+    assert [p.stem for p in folder.glob("*.json")] == [run_id_for(cfg)]
+    assert run_id_for(cfg) != run_id(config)  # the runner's ids are its own, not train.py's
