@@ -79,15 +79,18 @@ class GraphMeasure:
                 raise ValueError(f"mu must hold {n} positive node masses")
         self.mu = mu
         self.strength = strength
-        # A[i, j] = omega_ij: row i sums over its neighbours j (target i, source j).
+        # A[i, j] = omega_ij: row i sums over its neighbours j (target i, source j). CSR: its product with a
+        # dense matrix is ~2x faster than COO's, and a 256-layer profile applies it at every layer.
         self.adjacency = torch.sparse_coo_tensor(
-            torch.stack([edge_index[1], edge_index[0]]), w, (n, n), check_invariants=True).coalesce()
+            torch.stack([edge_index[1], edge_index[0]]), w, (n, n), check_invariants=True).coalesce().to_sparse_csr()
 
     def laplacian(self, x: Tensor) -> Tensor:
         r""":math:`\Delta_\mu X(i) = \frac{1}{\mu_i} \big(\sum_{j \sim i} \omega_{ij} X(j) - s_i X(i)\big)`,
         :math:`s_i = \sum_{j \sim i} \omega_{ij}` (§2)."""
         x = self._features(x)
-        return (self.adjacency @ x - self.strength[:, None] * x) / self.mu[:, None]
+        # addmm with beta=0 into an empty tensor: MKL's CSR product without the zero-fill and copies of `@`.
+        out = torch.addmm(x.new_empty(x.shape), self.adjacency, x, beta=0.0, out=x.new_empty(x.shape))
+        return out.sub_(self.strength[:, None] * x).div_(self.mu[:, None])
 
     def gradient_sq(self, x: Tensor) -> Tensor:
         r""":math:`|\nabla_\mu X|^2(i) = \sum_{j \sim i} \frac{\omega_{ij}}{\mu_i} |X(j) - X(i)|^2` (§2), shape [n]."""
