@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import pandas as pd
@@ -115,3 +116,10 @@ def budget_line(frame: pd.DataFrame) -> str:
 
 __all__ = ["ARCHITECTURES", "ARCH_LABELS", "DATASETS", "DEPTHS", "EXPERIMENT", "PAPER", "architecture",
            "budget_line", "compared_depth", "completed_san", "paper_accuracy"]
+
+
+def table_files(t: pd.DataFrame, markdown: str, float_format: str) -> dict[str, str]:
+    """The csv/md/tex contents of one summary table (``markdown`` already rendered)."""
+    buffer = io.StringIO()
+    t.to_csv(buffer, index=False)
+    return {"csv": buffer.getvalue(), "md": markdown, "tex": t.to_latex(index=False, float_format=float_format)}

@@ -6,8 +6,6 @@ Train/validation/test accuracy at the epoch of best validation accuracy (fully s
 
 from __future__ import annotations
 
-import io
-
 import pandas as pd
 
 from lipgnn.results.artifact import Artifact
@@ -19,6 +17,7 @@ from lipgnn.results.artifacts.guan_he._common import (
     budget_line,
     completed_san,
     paper_accuracy,
+    table_files,
 )
 from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS, NOT_RUN, TOO_FEW_SEEDS, UNDER_BUDGET, Claim
 
@@ -60,9 +59,7 @@ def _markdown(table: pd.DataFrame) -> str:
 
 def table(frame: pd.DataFrame) -> dict[str, str]:
     t = summary(frame)
-    buffer = io.StringIO()
-    t.to_csv(buffer, index=False)
-    return {"csv": buffer.getvalue(), "md": _markdown(t), "tex": t.to_latex(index=False, float_format="%.2f")}
+    return table_files(t, _markdown(t), "%.2f")
 
 
 def report(frame: pd.DataFrame) -> dict[str, str]:

@@ -8,8 +8,6 @@ positions (layer round(p · L / 256)).
 
 from __future__ import annotations
 
-import io
-
 import pandas as pd
 
 from lipgnn.results.artifact import Artifact
@@ -20,6 +18,7 @@ from lipgnn.results.artifacts.guan_he._common import (
     budget_line,
     compared_depth,
     completed_san,
+    table_files,
 )
 from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS, HOLDS_IN_PART, NOT_RUN, Claim
 
@@ -77,9 +76,7 @@ def _markdown(t: pd.DataFrame) -> str:
 
 def table(frame: pd.DataFrame) -> dict[str, str]:
     t = summary(frame)
-    buffer = io.StringIO()
-    t.to_csv(buffer, index=False)
-    return {"csv": buffer.getvalue(), "md": _markdown(t), "tex": t.to_latex(index=False, float_format="%.2f")}
+    return table_files(t, _markdown(t), "%.2f")
 
 
 def report(frame: pd.DataFrame) -> dict[str, str]:

@@ -9,8 +9,6 @@ over the encoder output :math:`X^0` and the block outputs :math:`X^1, \dots, X^L
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 import pandas as pd
 
@@ -22,6 +20,7 @@ from lipgnn.results.artifacts.guan_he._common import (
     budget_line,
     compared_depth,
     completed_san,
+    table_files,
 )
 from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS, NOT_RUN, Claim
 
@@ -75,9 +74,7 @@ def _markdown(t: pd.DataFrame) -> str:
 
 def table(frame: pd.DataFrame) -> dict[str, str]:
     t = summary(frame)
-    buffer = io.StringIO()
-    t.to_csv(buffer, index=False)
-    return {"csv": buffer.getvalue(), "md": _markdown(t), "tex": t.to_latex(index=False, float_format="%.3f")}
+    return table_files(t, _markdown(t), "%.3f")
 
 
 def figure(frame: pd.DataFrame):  # -> matplotlib.figure.Figure
