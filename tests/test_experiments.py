@@ -105,3 +105,24 @@ def test_the_protocol_check_trains_as_the_authors_code_does() -> None:
         assert (cfg.model.dropout, cfg.model.attn_dropout) == (0.5, 0.3)
     norms = sorted((cfg.norm.name, cfg.norm.get("formula")) for cfg in map(compose_cfg, jobs))
     assert norms == [("lip", "paper")] * 2 + [("lip", "reference")] * 2 + [("none", None)] * 2
+
+
+def test_fig4_at_the_papers_epochs_composes_its_declared_grid_cheap_depths_first() -> None:
+    """conf/grid/fig4_cpu_1000.yaml: PubMed 100%, depths {2,5,10,15} x GAT, GAT-Lip x lr {0.005, 0.001} x dropout
+    {authors', none} x seeds {0, 1} = 64 runs of 1000 epochs, launched depth by depth from the shallowest."""
+    jobs = sweep_jobs("fig4", ["budget=cpu", "grid=fig4_cpu_1000"])
+    assert len(jobs) == 4 * 2 * 2 * 2 * 2
+    depths = [int(next(o for o in job if o.startswith("depth=")).split("=")[1]) for job in jobs]
+    assert depths == sorted(depths) and depths[0] == 2 and depths[-1] == 15
+    values = {key: {o.split("=", 1)[1] for job in jobs for o in job if o.startswith(f"{key}=")}
+              for key in ("variant", "train.lr", "dropout", "seed")}
+    assert values == {"variant": {"gat", "gat_lip"}, "train.lr": {"0.005", "0.001"}, "dropout": {"default", "none"},
+                      "seed": {"0", "1"}}
+    for job in (jobs[0], jobs[-1]):
+        cfg = compose_cfg(job)
+        assert (cfg.dataset.name, cfg.dataset.missing_rate, cfg.train.epochs) == ("pubmed", 100, 1000)
+        dropout = "dropout=none" in job
+        assert (cfg.model.dropout, cfg.model.attn_dropout) == ((0.0, 0.0) if dropout else (0.6, 0.3))
+        assert cfg.train.lr in (0.005, 0.001) and cfg.model.impl == "fused"
+    # The 200-epoch grid is unchanged beside it.
+    assert len(sweep_jobs("fig4", ["budget=cpu"])) == 2 * 4 * 2

@@ -4,9 +4,10 @@ judged against the declared grid, and Alon & Yahav's 100% claim is checked."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from lipgnn.results.artifacts.lipschitznorm import fig5, fig5_legacy
+from lipgnn.results.artifacts.lipschitznorm import fig4, fig5, fig5_legacy
 from lipgnn.results.engine import Loader
 from lipgnn.results.store import config_key, write_record
 from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, TIE, TOO_FEW_SEEDS, UNDER_BUDGET
@@ -89,3 +90,46 @@ def test_legacy_records_render_apart_and_never_pool(tmp_path: Path) -> None:
     faithful = fig5.report(loader.frame(fig5.ARTIFACT))["claim-trees"]
     assert "83.6" not in faithful and "Records: 8 in `runs/fig5/`" in faithful
     assert fig5_legacy.ARTIFACT.claims is None and fig5_legacy.ARTIFACT.experiments == ("fig5_legacy",)
+
+
+def fig4_record(norm: str, depth: int, epochs: int, lr: float, dropout: float, seed: int, val: float,
+                test: float) -> dict:
+    cfg = {
+        "model": {"name": "gat", "hidden": 64, "heads": 1, "residual": False, "dropout": dropout,
+                  "attn_dropout": 0.3 if dropout else 0.0, "impl": "fused"},
+        "norm": {"name": "lip", "alpha": 1.0, "formula": "paper"} if norm == "lip" else {"name": "none"},
+        "dataset": {"name": "pubmed", "kind": "planetoid", "missing_rate": 100},
+        "train": {"epochs": epochs, "lr": lr, "selection": "best_val"}, "budget": {"name": "cpu"},
+        "depth": depth, "seed": seed, "experiment_name": "fig4",
+    }
+    point = {"epoch": epochs, "loss": 0.5, "train": 0.9, "val": val, "test": test}
+    return {"run_id": f"{config_key(cfg)}-s{seed}", "experiment": "fig4", "status": "completed", "config": cfg,
+            "seed": seed, "metric": "acc", "history": {}, "best": dict(point), "last": dict(point),
+            "epochs_run": epochs, "wall_time_s": 1.0, "device": "cpu", "versions": {}, "git_commit": "d" * 40,
+            "info": {}, "error": None}
+
+
+def test_fig4_epoch_budgets_are_separate_series_never_pooled(tmp_path: Path) -> None:
+    for norm in ("none", "lip"):
+        for lr in (0.005, 0.001):        # the 200-epoch grid: authors' dropout, seed 0
+            write_record(tmp_path, fig4_record(norm, 15, 200, lr, 0.6, 0, 0.42 if lr == 0.005 else 0.40,
+                                               0.41 if lr == 0.005 else 0.39))
+        for lr in (0.005, 0.001):        # the 1000-epoch grid: better validation, which must not leak into 200
+            for dropout in (0.6, 0.0):
+                for seed in (0, 1):
+                    good = norm == "lip" and lr == 0.001 and dropout == 0.0
+                    write_record(tmp_path, fig4_record(norm, 15, 1000, lr, dropout, seed, 0.8 if good else 0.5,
+                                                       0.75 if good else 0.45))
+    frame = Loader(tmp_path).frame(fig4.ARTIFACT)
+    block = fig4.report(frame)["claim-fig4"]
+    assert "| depth | GAT (200 epochs) | GAT-Lip (200 epochs) |" in block
+    assert "| 15 | 41.0 [1 seed] | 41.0 [1 seed] |" in block                  # 200 epochs: lr 0.005's 41.0
+    assert "| depth | GAT (1000 epochs) | GAT-Lip (1000 epochs) |" in block
+    # 1000 epochs: GAT-Lip's lr 0.001 / no-dropout point; 8 of the 8 declared runs per depth, not partial.
+    assert "| 15 | 45.0 ± 0.0 | 75.0 ± 0.0 |" in block and not re.search(r"\[partial: \d", block)
+    assert "partial below the 8 runs per depth its sweep declares" in block
+    labels = [c.quote.split(" — ")[-1] for c in fig4.claims(frame)]
+    assert "PubMed 100%, 200 epochs, GAT-Lip vs GAT" in labels and "PubMed 100%, 1000 epochs, GAT-Lip vs GAT" in labels
+    fig = fig4.figure(frame)
+    legend = fig.axes[0].get_legend_handles_labels()[1]
+    assert {"GAT, 200 epochs", "GAT-Lip, 200 epochs", "GAT, 1000 epochs", "GAT-Lip, 1000 epochs"} <= set(legend)
