@@ -14,6 +14,7 @@ import pandas as pd
 
 from lipgnn.results.artifact import Artifact
 from lipgnn.results.artifacts.lipschitznorm import table1
+from lipgnn.results.artifacts.lipschitznorm._summary import by_verdict
 from lipgnn.results.artifacts.lipschitznorm.table3 import dropout_setting
 from lipgnn.results.grid import declared_grid, point_keys
 from lipgnn.results.labels import NOT_RUN_BUDGET
@@ -185,6 +186,8 @@ def _block(df: pd.DataFrame) -> tuple[str, list[Finding]]:
         if epochs not in epoch_budgets(runs):
             lines += [f"*{budget_label(epochs)}*: no records yet; `conf/grid/{sweep}.yaml` declares {total} runs "
                       f"({', '.join(VARIANTS)}).", ""]
+    summary = ["**Summary (generated from the records).** " + by_verdict(found, "PubMed 100%, ") + ".", ""]
+    lines = lines[:4] + summary + lines[4:]
     lines += [LEGEND, "", VERDICT_LEGEND]
     return "\n".join(lines), found
 

@@ -25,6 +25,7 @@ import pandas as pd
 
 from lipgnn.results.artifact import Artifact
 from lipgnn.results.artifacts.lipschitznorm._spread import rank, relation
+from lipgnn.results.artifacts.lipschitznorm._summary import by_verdict
 from lipgnn.results.grid import declared_grid, expected_runs, point_keys
 from lipgnn.results.labels import NOT_RUN_BUDGET
 from lipgnn.results.protocol import full_grid_size, with_selected_metrics
@@ -388,6 +389,11 @@ def _block(df: pd.DataFrame) -> tuple[str, list[Finding]]:
         lines.append("")
         lines.append(f"The paper's numbers are at d=10; the deepest tree depth here is d={depths[-1]}, so only "
                      "the ordering is compared.")
+    ay = [f for f in found if f.label.startswith("GAT ≥")]
+    order = [f for f in found if not f.label.startswith("GAT ≥")]
+    summary = ["**Summary (generated from the records).** Alon & Yahav's 100% on our GAT — " + by_verdict(ay)
+               + ". The paper's ordering (GAT-Lip ahead) — " + by_verdict(order) + ".", ""]
+    lines = lines[:4] + summary + lines[4:]
     lines += ["", VERDICT_LEGEND]
     return "\n".join(lines), found
 
