@@ -133,3 +133,16 @@ def test_fig4_epoch_budgets_are_separate_series_never_pooled(tmp_path: Path) -> 
     fig = fig4.figure(frame)
     legend = fig.axes[0].get_legend_handles_labels()[1]
     assert {"GAT, 200 epochs", "GAT-Lip, 200 epochs", "GAT, 1000 epochs", "GAT-Lip, 1000 epochs"} <= set(legend)
+
+
+def test_fig5_pass_caps_are_per_depth_so_its_sweep_declares_no_single_epoch_budget() -> None:
+    """conf/grid/fig5_cpu.yaml sets train.epochs by interpolation (500 passes at d=4, 150 at d=5): a run at its
+    cap is not below a declared budget of 50000 (the experiment's default), which would call it under budget."""
+    import math
+
+    from lipgnn.results.grid import declared_grid
+
+    (sweep,) = declared_grid("fig5", "cpu").sweeps
+    assert math.isnan(sweep.epochs)
+    assert {s.name: s.epochs for s in declared_grid("fig4", "cpu").sweeps} == {"fig4_cpu": 200.0,
+                                                                              "fig4_cpu_1000": 1000.0}
