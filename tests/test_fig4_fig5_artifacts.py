@@ -70,6 +70,9 @@ def test_fig5_selects_alpha_on_best_train_and_reports_stops(tmp_path: Path) -> N
     assert verdicts["d=2, GAT-Lip vs GAT"] == TIE                 # both 100% with one seed: equal, a tie
     assert verdicts["d=3, GAT-Lip vs GAT"] == UNDER_BUDGET        # GAT-Lip's d=3 point is partial
     assert verdicts["d=3, GAT-Lip vs GAT-Pn"] == UNDER_BUDGET
+    gat_panel = fig5.figure(frame).axes[3]
+    assert [t.get_text() for t in gat_panel.texts] == ["α=5", "α=1"]     # the selected alpha at each GAT-Lip point
+    assert "LipschitzNorm (α per point)" in gat_panel.get_legend_handles_labels()[1]
 
 
 def test_fig5_one_seed_differences_are_too_few_seeds(tmp_path: Path) -> None:
