@@ -160,6 +160,9 @@ def _validate_block_options(model: DictConfig, norm: DictConfig) -> None:
                  f"norm={norm.name} does not apply to model=san (its LayerNorm is model.layer_norm); use norm=none|lip")
         _require(model.head_aggregation == "concat",
                  "model=san concatenates its heads; use model.head_aggregation=concat")
+        _require(str(norm.get("layernorm", "none")) == "none",
+                 "norm.layernorm adds a LayerNorm to the GAT/GT block; model=san has its own (model.layer_norm): "
+                 "use norm.layernorm=none")
 
 
 def _validate_score(model: DictConfig, norm: DictConfig) -> None:

@@ -101,6 +101,9 @@ class LipNormConfig(NormConfig):
     alpha: float = number(1.0, gt=0.0)
     # paper: eq. 17/19 as written; reference: the authors' code's formula (docs/reference.md)
     formula: str = choice("paper", "paper", "reference")
+    # the authors' GT option lipschitznorm+layernorm: a LayerNorm after the conv, before the activation (graph: one
+    # statistic over all nodes, PyG 1.6's default; node: per node); none: LipschitzNorm alone
+    layernorm: str = choice("none", "none", "graph", "node")
 
 
 # ---------------------------------------------------------------------------------------------- dataset

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import ROOT, compose_cfg
+from omegaconf import OmegaConf
 
 from lipgnn.sweep import sweep_jobs
 from lipgnn.train.run import run
@@ -105,3 +106,60 @@ def test_the_protocol_check_trains_as_the_authors_code_does() -> None:
         assert (cfg.model.dropout, cfg.model.attn_dropout) == (0.5, 0.3)
     norms = sorted((cfg.norm.name, cfg.norm.get("formula")) for cfg in map(compose_cfg, jobs))
     assert norms == [("lip", "paper")] * 2 + [("lip", "reference")] * 2 + [("none", None)] * 2
+
+
+def test_fig4_at_the_papers_epochs_composes_its_declared_grid_cheap_depths_first() -> None:
+    """conf/grid/fig4_cpu_1000.yaml: PubMed 100%, depths {2,5,10,15} x GAT, GAT-Lip x lr {0.005, 0.001} x dropout
+    {authors', none} x seeds {0, 1} = 64 runs of 1000 epochs, launched depth by depth from the shallowest."""
+    jobs = sweep_jobs("fig4", ["budget=cpu", "grid=fig4_cpu_1000"])
+    assert len(jobs) == 4 * 2 * 2 * 2 * 2
+    depths = [int(next(o for o in job if o.startswith("depth=")).split("=")[1]) for job in jobs]
+    assert depths == sorted(depths) and depths[0] == 2 and depths[-1] == 15
+    values = {key: {o.split("=", 1)[1] for job in jobs for o in job if o.startswith(f"{key}=")}
+              for key in ("variant", "train.lr", "dropout", "seed")}
+    assert values == {"variant": {"gat", "gat_lip"}, "train.lr": {"0.005", "0.001"}, "dropout": {"default", "none"},
+                      "seed": {"0", "1"}}
+    for job in (jobs[0], jobs[-1]):
+        cfg = compose_cfg(job)
+        assert (cfg.dataset.name, cfg.dataset.missing_rate, cfg.train.epochs) == ("pubmed", 100, 1000)
+        dropout = "dropout=none" in job
+        assert (cfg.model.dropout, cfg.model.attn_dropout) == ((0.0, 0.0) if dropout else (0.6, 0.3))
+        assert cfg.train.lr in (0.005, 0.001) and cfg.model.impl == "fused"
+    # The 200-epoch grid is unchanged beside it.
+    assert len(sweep_jobs("fig4", ["budget=cpu"])) == 2 * 4 * 2
+
+
+def test_gt_lip_with_the_authors_layernorm_composes_and_builds_their_block() -> None:
+    """variant=gt_lip_ln is the authors' GT option lipschitznorm+layernorm: eq. 19 scores, then PyG's graph-mode
+    LayerNorm before the ELU, no residual; its extra sweep runs it on Cora at 10, 20, 30 layers, 2 seeds."""
+    import torch
+    from torch_geometric.nn.norm import LayerNorm
+
+    from lipgnn.data.spec import DataSpec
+    from lipgnn.identity import run_id
+    from lipgnn.models import build_model
+
+    jobs = sweep_jobs("fig6_protocol", ["budget=cpu", "grid=fig6_protocol_cpu_ln"])
+    assert len(jobs) == 3 * 2
+    cfg = compose_cfg(jobs[-1])
+    assert (cfg.experiment_name, cfg.dataset.name, cfg.depth, cfg.model.name) == ("fig6_protocol", "cora", 30, "gt")
+    assert (cfg.norm.name, cfg.norm.layernorm, cfg.model.layer_norm, cfg.model.residual) == ("lip", "graph", "none",
+                                                                                           False)
+    assert (cfg.train.epochs, cfg.train.selection) == (1000, "last")
+    assert sorted({o for j in jobs for o in j if o.startswith("depth=")}) == ["depth=10", "depth=20", "depth=30"]
+    # The new key at its neutral value leaves every earlier GT-Lip run id where it was.
+    lip = ["experiment=fig6_protocol", "budget=cpu", "variant=gt_lip", "dataset=cora", "depth=30", "seed=1"]
+    plain = OmegaConf.to_container(compose_cfg(lip), resolve=True)
+    without = {k: v for k, v in plain["norm"].items() if k != "layernorm"}
+    assert run_id(plain) == run_id({**plain, "norm": without}) != run_id(cfg)
+    spec = DataSpec(num_features=5, num_classes=3)
+    model = build_model(cfg.model, cfg.norm, spec, 2)
+    block = model.blocks[0]
+    assert isinstance(block.layer_norm, LayerNorm) and block.layer_norm.mode == "graph"
+    assert block.conv.lipschitz_norm and block.placement == "none" and not block.residual
+    # conv -> LayerNorm over the whole graph -> ELU (the authors' order), checked on a forward pass.
+    model.eval()
+    x, edge_index = torch.randn(4, cfg.model.hidden), torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]])
+    h = block.conv(x, edge_index, None)
+    expected = torch.nn.functional.elu((h - h.mean()) / torch.sqrt(h.var(unbiased=False) + 1e-5))
+    assert torch.allclose(block(x, edge_index), expected, atol=1e-5)

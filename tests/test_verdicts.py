@@ -7,15 +7,18 @@ import math
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from lipgnn.results import grid
 from lipgnn.results.artifacts.lipschitznorm import table3
+from lipgnn.results.artifacts.lipschitznorm._spread import rank
 from lipgnn.results.engine import Loader
+from lipgnn.results.records import flatten_record, records_frame
 from lipgnn.results.report import render_blocks
 from lipgnn.results.stats import greater, no_clear_lead, t_interval
 from lipgnn.results.store import config_key, write_record
-from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, TIE, TOO_FEW_SEEDS, UNDER_BUDGET
+from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, NOT_RUN, TIE, TOO_FEW_SEEDS, UNDER_BUDGET
 
 ROOT = Path(__file__).resolve().parents[1]
 LABEL = "Cora 30 layers, GAT-Lip vs GAT-res"
@@ -120,3 +123,65 @@ def test_records_outside_the_grid_never_enter_a_cell_and_are_listed(tmp_path: Pa
     assert verdict_of(tmp_path) == (HOLDS, 6)                            # unchanged: the stray run is left out
     protocol = render_blocks(tmp_path)["protocol"]
     assert "1 record(s) outside the grid declared in `conf/grid/table3_<budget>*.yaml`" in protocol
+
+
+# ------------------------------------------------------------------ Table 3: rankings within the seed spread
+
+
+def spread_frame(cells: dict[tuple[str, bool, str], list[float]]) -> pd.DataFrame:
+    """A hand-built Table 3 frame, 30 layers: (norm, residual, dataset) -> test accuracy per seed 0, 1, ...
+    Budget "handmade" declares no grid, so no cell is partial."""
+    rows = []
+    for (norm, residual, dataset), tests in cells.items():
+        for seed, test in enumerate(tests):
+            rec = record(norm, residual, seed, test)
+            rec["config"]["dataset"]["name"] = dataset
+            rec["config"]["budget"]["name"] = "handmade"
+            rows.append(flatten_record(rec))
+    return records_frame(rows)
+
+
+def test_table3_rankings_tie_within_the_seed_spread_by_hand() -> None:
+    frame = spread_frame({
+        # Cora, 5 seeds. GAT-Lip - GAT per seed: +2, -1, +1, +2, +1 (points): mean 1.0, s = sqrt(1.5) = 1.2247,
+        # half-width t(0.975, 4) * s / sqrt(5) = 2.776445 * 0.547723 = 1.5207 -> [-0.52, +2.52]: straddles 0, a tie.
+        ("lip", False, "cora"): [0.72, 0.71, 0.75, 0.73, 0.74],
+        ("none", False, "cora"): [0.70, 0.72, 0.74, 0.71, 0.73],
+        # GAT-Lip-res - GAT-res: +15, +14, +12, +17, +11: the interval lies above 0, the lead holds.
+        ("lip", True, "cora"): [0.75, 0.76, 0.77, 0.78, 0.74],
+        ("none", True, "cora"): [0.60, 0.62, 0.65, 0.61, 0.63],
+    })
+    # PubMed in a frame of its own: with no declared grid, a 2-run cell beside 5-run ones would be partial.
+    pubmed = spread_frame({
+        # PubMed, 2 seeds. GAT-Lip - GAT: -1, -1 -> |mean| 1.0 < pooled std sqrt((8 + 8) / 2) = 2.83: a tie.
+        ("lip", False, "pubmed"): [0.70, 0.74],
+        ("none", False, "pubmed"): [0.71, 0.75],
+        # GAT-Lip-res - GAT-res: +20, +18 -> 19.0 > pooled std sqrt((2 + 8) / 2) = 2.24: too few seeds to rank.
+        ("lip", True, "pubmed"): [0.80, 0.82],
+        ("none", True, "pubmed"): [0.60, 0.64],
+    })
+    found = {f.label: f for _, f in table3.findings(frame) if f.label.startswith("Cora")}
+    found |= {f.label: f for _, f in table3.findings(pubmed) if f.label.startswith("PubMed")}
+    assert found["Cora 30 layers, GAT-Lip vs GAT"].verdict == TIE
+    assert "GAT-Lip 73.0 ± 1.6 (n=5) vs GAT 72.0 ± 1.6 (n=5)" in found["Cora 30 layers, GAT-Lip vs GAT"].reason
+    assert "paired difference +1.0 [-0.5, +2.5], n=5" in found["Cora 30 layers, GAT-Lip vs GAT"].reason
+    assert found["Cora 30 layers, GAT-Lip-res vs GAT-res"].verdict == HOLDS
+    assert found["Cora 30 layers, GAT-res vs GAT"].verdict == DOES_NOT_HOLD      # 62.2 vs 72.0 over 5 seeds
+    assert found["PubMed 30 layers, GAT-Lip vs GAT"].verdict == TIE
+    assert "pooled std 2.8" in found["PubMed 30 layers, GAT-Lip vs GAT"].reason
+    assert found["PubMed 30 layers, GAT-Lip-res vs GAT-res"].verdict == TOO_FEW_SEEDS
+    block = table3.report(frame)["claim-residual"]
+    assert ("- Cora 30 layers: GAT-Lip-res 76.0 ± 1.6 (n=5) > GAT-Lip 73.0 ± 1.6 (n=5) > GAT 72.0 ± 1.6 (n=5) > "
+            "GAT-res 62.2 ± 1.9 (n=5). Leader **GAT-Lip-res**: ahead of GAT-Lip, GAT, GAT-res.") in block
+
+
+def test_spread_rule_on_one_and_two_seeds() -> None:
+    def runs(values: list[float]) -> pd.DataFrame:
+        return pd.DataFrame({"seed": range(len(values)), "sel_test": values, "diverged": False})
+
+    assert rank(runs([1.0]), runs([1.0])).verdict == TIE              # both at the ceiling: no ranking
+    assert rank(runs([1.0]), runs([0.9])).verdict == TOO_FEW_SEEDS
+    assert rank(runs([0.70, 0.74]), runs([0.71, 0.75])).verdict == TIE
+    assert rank(runs([0.71, 0.75]), runs([0.70, 0.74])).verdict == TIE
+    assert rank(runs([0.80, 0.82]), runs([0.60, 0.64])).verdict == TOO_FEW_SEEDS
+    assert rank(runs([]), runs([0.5])).verdict == NOT_RUN

@@ -299,6 +299,12 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any) 
     elif norm == "layernorm":
         ln_affine = bool(_opt(norm_cfg, "affine", True))
         ln_mode = _choice(_opt(norm_cfg, "mode", "graph"), LAYERNORM_MODES, "norm.mode")
+    # norm=lip with norm.layernorm=graph|node: the authors' GT option lipschitznorm+layernorm, LipschitzNorm in the
+    # scores and the same LayerNorm slot as norm=layernorm (after the conv, before the activation; affine).
+    lip_ln = _choice(_opt(norm_cfg, "layernorm", "none"), ("none", *LAYERNORM_MODES), "norm.layernorm") \
+        if norm == "lip" else "none"
+    if lip_ln != "none":
+        ln_affine, ln_mode = True, lip_ln
 
     # model.act_on_last (absent = false): the activation on the last block too, as in Alon & Yahav's TREES
     # layers, whose readout is a separate Linear.
@@ -312,7 +318,8 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any) 
                 conv,
                 call,
                 dropout=dropout,
-                layer_norm=LayerNorm(hidden, affine=ln_affine, mode=ln_mode) if norm == "layernorm" else None,
+                layer_norm=LayerNorm(hidden, affine=ln_affine, mode=ln_mode)
+                if norm == "layernorm" or lip_ln != "none" else None,
                 act=act_cls() if act_cls is not None and (act_on_last or not is_last) else None,
                 pair_norm=PairNorm(scale=pn_scale, scale_individually=pn_si) if norm == "pairnorm" else None,
                 residual=residual,

@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from lipgnn.results.records import IGNORED_CONFIG_KEYS
 
@@ -151,7 +151,11 @@ def _declared_grid(experiment: str, budget: str, conf_dir: Path) -> DeclaredGrid
             continue
         # An epoch count given as an interpolation (fig5: a per-depth pass cap) has no single value here:
         # such a sweep declares no epoch budget, so no run of it is flagged for its epochs.
-        epochs = OmegaConf.select(cfg, "train.epochs", default=None, throw_on_resolution_failure=False)
+        train = cfg.get("train") if isinstance(cfg.get("train"), DictConfig) else None
+        if train is not None and "epochs" in train and OmegaConf.is_interpolation(train, "epochs"):
+            epochs = math.nan   # unresolvable here (it reads keys of the composed run): no single budget
+        else:
+            epochs = OmegaConf.select(cfg, "train.epochs", default=None, throw_on_resolution_failure=False)
         if epochs is not None and not isinstance(epochs, (int, float)):
             epochs = math.nan
         if epochs is None:

@@ -29,9 +29,10 @@ RECORD_COLUMNS: tuple[str, ...] = (
 # ... followed by these extras, which the artifacts need: the model-selection rule, the configured epoch
 # budget, the paper's variant name, a hash of the configuration without its seed (runs sharing it are the
 # seeds of one grid point), the failure message, the full config, the best train accuracy over epochs, the
-# free-form payload of diagnostic records and the commit that wrote the record.
+# free-form payload of diagnostic records, the commit that wrote the record, and the TREES protocol's best train
+# accuracy tracked during training with its pass (the record's ``best_train``; NaN when the run has none).
 EXTRA_COLUMNS: tuple[str, ...] = ("selection", "epochs", "variant", "config_key", "error", "config", "max_train",
-                                  "diagnostics", "git_commit")
+                                  "diagnostics", "git_commit", "tracked_train", "tracked_train_epoch")
 COLUMNS: tuple[str, ...] = RECORD_COLUMNS + EXTRA_COLUMNS
 
 # One dtype per numeric column: integers too are float64, so a missing value is NaN (never None/pd.NA)
@@ -39,7 +40,7 @@ COLUMNS: tuple[str, ...] = RECORD_COLUMNS + EXTRA_COLUMNS
 NUMERIC_COLUMNS: tuple[str, ...] = (
     "depth", "seed", "missing_rate", "tree_depth", "lr", "hidden", "heads", "dropout", "best_epoch",
     "best_train", "best_val", "best_test", "last_train", "last_val", "last_test", "epochs_run", "wall_time_s",
-    "epochs", "max_train",
+    "epochs", "max_train", "tracked_train", "tracked_train_epoch",
 )
 
 # Config entries that do not change what is computed (paths, devices, logging, bookkeeping): they are
@@ -108,6 +109,7 @@ def flatten_record(record: Mapping[str, Any], path: str | Path | None = None) ->
     norm = _get(cfg, "norm.name", "none")
     residual = _truthy(_get(cfg, "model.residual", False))
     history = record.get("history") or {}
+    tracked = record.get("best_train") or {}
     return {
         "run_id": str(record["run_id"]),
         "experiment": record.get("experiment", Path(path).parent.name if path is not None else None),
@@ -148,6 +150,10 @@ def flatten_record(record: Mapping[str, Any], path: str | Path | None = None) ->
         "config": cfg,
         "diagnostics": record.get("diagnostics") or {},
         "git_commit": record.get("git_commit"),
+        # The TREES protocol's metric (train.train_metric): best train accuracy measured during training, as
+        # Alon & Yahav report it; only runs with a TREES-protocol key record it.
+        "tracked_train": tracked.get("train"),
+        "tracked_train_epoch": tracked.get("epoch"),
     }
 
 

@@ -1,4 +1,10 @@
-"""Fig. 4 (§7.1): test accuracy vs depth on PubMed with 100% missing vectors, GAT vs GAT-Lip."""
+"""Fig. 4 (§7.1): test accuracy vs depth on PubMed with 100% missing vectors, GAT vs GAT-Lip.
+
+Runs of different epoch budgets (``train.epochs``: the cpu grid's 200, the extra sweep ``fig4_cpu_1000``'s
+1000, the paper's) are separate series and separate rows, labelled with their budget, never pooled: a
+configuration of one budget is never selected against one of another. A point is partial against the runs its
+own sweep declares (``lipgnn.results.grid``).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +14,12 @@ import pandas as pd
 
 from lipgnn.results.artifact import Artifact
 from lipgnn.results.artifacts.lipschitznorm import table1
+from lipgnn.results.artifacts.lipschitznorm._summary import by_verdict
+from lipgnn.results.artifacts.lipschitznorm.table3 import dropout_setting
+from lipgnn.results.grid import declared_grid, point_keys
 from lipgnn.results.labels import NOT_RUN_BUDGET
 from lipgnn.results.protocol import full_grid_size, with_selected_metrics
-from lipgnn.results.render.text import md_table, pct
+from lipgnn.results.render.text import fmt_value, md_table, pct
 from lipgnn.results.reporting import LEGEND, Finding, Findings, depth_rows, pair_finding, runs_line
 from lipgnn.results.stats import LEGEND as VERDICT_LEGEND
 from lipgnn.results.stats import greater, paired_difference, under_budget, with_budget
@@ -22,6 +31,57 @@ if TYPE_CHECKING:
 SECTION = "§7.1"
 QUOTE = ("the GAT-Lip model exhibits an increasing accuracy as the number of layers is higher [...] GAT without "
          "LipschitzNorm fails to learn the task")
+VARIANTS = ("GAT", "GAT-Lip")
+
+
+def fig4_runs(df: pd.DataFrame) -> pd.DataFrame:
+    """Usable Fig. 4 runs: PubMed at 100% missing vectors (``with_selected_metrics``)."""
+    runs = with_selected_metrics(df) if not df.empty else df
+    if runs.empty:
+        return runs
+    return runs[(runs["dataset"].astype(str).str.lower() == "pubmed") & (runs["missing_rate"] == 100)]
+
+
+def epoch_budgets(runs: pd.DataFrame) -> list[float]:
+    """The distinct ``train.epochs`` of ``runs``, ascending (each one its own series)."""
+    return sorted(float(e) for e in runs["epochs"].dropna().unique()) if not runs.empty else []
+
+
+def budget_label(epochs: float) -> str:
+    return f"{fmt_value(epochs)} epochs"
+
+
+def declared_budgets(df: pd.DataFrame) -> list[tuple[float, str, int]]:
+    """(epoch budget, sweep file name, runs) of every fig4 sweep declared at the budgets of the records in ``df``."""
+    budgets = sorted(set(df["budget"].dropna().astype(str))) if not df.empty else []
+    out = []
+    for budget in budgets:
+        grid = declared_grid("fig4", budget)
+        out += [(float(s.epochs), s.name, len(s.points)) for s in (grid.sweeps if grid is not None else ())]
+    return sorted(set(out))
+
+
+def declared_runs(df: pd.DataFrame, epochs: float, variant: str, depth: int | None = None) -> int | None:
+    """Runs the fig4 sweeps with epoch budget ``epochs`` declare for ``variant`` (at ``depth``; the largest
+    over depths when None), at the budgets of the records in ``df``; None when no such sweep is declared."""
+    budgets = sorted(set(df["budget"].dropna().astype(str))) if not df.empty else []
+    counts: dict[int, int] = {}
+    found = False
+    for budget in budgets:
+        grid = declared_grid("fig4", budget)
+        for sweep in grid.sweeps if grid is not None else ():
+            if sweep.epochs != epochs:
+                continue
+            found = True
+            for point in sweep.points:
+                keys = point_keys(point)
+                if keys.get("variant") == variant and "depth" in keys:
+                    counts[int(keys["depth"])] = counts.get(int(keys["depth"]), 0) + 1
+    if not found:
+        return None
+    if depth is not None:
+        return counts.get(int(depth), 0)
+    return max(counts.values(), default=0)
 
 
 def figure(df: pd.DataFrame) -> matplotlib.figure.Figure:
@@ -32,18 +92,24 @@ def figure(df: pd.DataFrame) -> matplotlib.figure.Figure:
     from lipgnn.results import plotting as P
 
     title = "Fig. 4 — test accuracy vs depth, PubMed, 100% missing vectors"
-    runs = with_selected_metrics(df) if not df.empty else df
+    runs = fig4_runs(df)
     if runs.empty:
         return P.empty_figure("fig4", title)
-    runs = runs[(runs["dataset"].astype(str).str.lower() == "pubmed")
-                & (runs["missing_rate"] == 100)]
-    fig = Figure(figsize=(5.5, 3.8), layout="constrained")
+    fig = Figure(figsize=(6.2, 4.2), layout="constrained")
     ax = fig.add_subplot()
     drawn = P.SeriesDrawn()
-    full = full_grid_size(runs, ["variant", "depth"])
-    for variant, norm in (("GAT", "none"), ("GAT-Lip", "lip")):
-        drawn |= P.plot_depth_series(ax, runs[runs["variant"] == variant], variant, P.NORM_COLOURS[norm],
-                                    "-", "o" if norm == "none" else "s", full=full)
+    budgets = epoch_budgets(runs)
+    styles = ["--", "-", ":", "-."]
+    full = 0
+    for i, epochs in enumerate(budgets):
+        at_budget = runs[runs["epochs"] == epochs]
+        for variant, norm in (("GAT", "none"), ("GAT-Lip", "lip")):
+            declared = declared_runs(df, epochs, variant)
+            full_here = declared if declared else full_grid_size(at_budget, ["variant", "depth"])
+            full = max(full, full_here)
+            drawn |= P.plot_depth_series(ax, at_budget[at_budget["variant"] == variant],
+                                        f"{variant}, {budget_label(epochs)}", P.NORM_COLOURS[norm],
+                                        styles[i % len(styles)], "o" if norm == "none" else "s", full=full_here)
     # The paper prints no numbers for Fig. 4; its Table 1 gives the selected PubMed 100% models.
     for variant in ("GAT", "GAT-Lip"):
         ref = table1.PAPER[variant][("pubmed", 100)]
@@ -62,41 +128,67 @@ def figure(df: pd.DataFrame) -> matplotlib.figure.Figure:
     return fig
 
 
-def _block(df: pd.DataFrame) -> tuple[str, list[Finding]]:
-    """Fig. 4: GAT vs GAT-Lip selected test accuracy vs depth on PubMed with 100% missing vectors."""
-    found = Findings()
-    lines = ["Paper (§7.1, Fig. 4): on PubMed with 100% missing vectors GAT-Lip's accuracy increases with depth "
-             "while GAT fails to learn (no numbers printed).", "", runs_line(df, "fig4"), ""]
-    runs = with_selected_metrics(df)
-    if not runs.empty:
-        keep = (runs["dataset"].astype(str).str.lower() == "pubmed") & (runs["missing_rate"] == 100)
-        if int((~keep).sum()):
-            lines += [f"{int((~keep).sum())} records of other datasets / missing rates are not part of Fig. 4 and "
-                      "are ignored.", ""]
-        runs = runs[keep]
-    if runs.empty:
-        lines.append(found.line("", CANNOT_JUDGE, f"no PubMed 100% records: {NOT_RUN_BUDGET}."))
-        return "\n".join(lines), found
-    full4 = full_grid_size(runs, ["variant", "depth"])
-    rows, results = depth_rows(runs, ("GAT", "GAT-Lip"), full4)
-    lines += ["Selected test accuracy (%) by depth:", ""]
-    lines += md_table(["depth", "GAT", "GAT-Lip"], rows)
-    lines += ["", LEGEND, "", "Verdict:",
-              found.add(pair_finding("PubMed 100%", results, "GAT-Lip", "GAT", "test accuracy", full=full4))]
+def _budget_block(df: pd.DataFrame, runs: pd.DataFrame, epochs: float, found: Findings) -> list[str]:
+    """One epoch budget's table (depth x GAT, GAT-Lip) and its two verdicts."""
+    label = budget_label(epochs)
+    declared = [declared_runs(df, epochs, v) for v in VARIANTS]
+    full = max((d for d in declared if d), default=0) or full_grid_size(runs, ["variant", "depth"])
+    dropouts = sorted({dropout_setting(d) for d in runs["dropout"]})
+    grid = f"lr {{{_joined_values(runs['lr'])}}}, dropout {{{', '.join(dropouts)}}}"
+    seeds = ", ".join(str(int(s)) for s in sorted(runs["seed"].dropna().unique()))
+    lines = [f"*{label}* (grid: {grid}; seeds {seeds}; a point is partial below the {full} runs per depth its "
+             "sweep declares):", ""]
+    rows, results = depth_rows(runs, VARIANTS, full)
+    lines += md_table(["depth", f"GAT ({label})", f"GAT-Lip ({label})"], rows)
+    lines += ["", found.add(pair_finding(f"PubMed 100%, {label}", results, "GAT-Lip", "GAT", "test accuracy",
+                                         full=full))]
     lip = {d: s for d, s in results.get("GAT-Lip", {}).items() if s is not None}
+    name = f"PubMed 100%, {label}, GAT-Lip improves with depth"
     if len(lip) >= 2:
         lo, hi = min(lip), max(lip)
         diff = paired_difference(lip[hi].runs, lip[lo].runs)
         best_depth = max(lip, key=lambda d: (lip[d].mean, -d))
         budget = under_budget(lip[hi].runs) or under_budget(lip[lo].runs)
-        lines.append(found.line("PubMed 100%, GAT-Lip improves with depth", with_budget(greater(diff), budget),
+        lines.append(found.line(name, with_budget(greater(diff), budget),
                                 f"{pct(lip[lo].mean)} at {lo} layers vs {pct(lip[hi].mean)} at {hi} layers; paired "
                                 f"difference {diff.text()} points; best at {best_depth} layers.",
                                 lip[hi].n_runs + lip[lo].n_runs))
     else:
-        lines.append(found.line("PubMed 100%, GAT-Lip improves with depth", CANNOT_JUDGE,
-                                "fewer than two depths with a GAT-Lip result."))
-    lines += ["", VERDICT_LEGEND]
+        lines.append(found.line(name, CANNOT_JUDGE, "fewer than two depths with a GAT-Lip result."))
+    return lines + [""]
+
+
+def _joined_values(values: pd.Series) -> str:
+    out = []
+    for v in sorted({float(x) for x in values.dropna()}, reverse=True):
+        out.append(fmt_value(v))
+    return ", ".join(out) or "?"
+
+
+def _block(df: pd.DataFrame) -> tuple[str, list[Finding]]:
+    """Fig. 4: GAT vs GAT-Lip selected test accuracy vs depth on PubMed with 100% missing vectors."""
+    found = Findings()
+    lines = ["Paper (§7.1, Fig. 4): on PubMed with 100% missing vectors GAT-Lip's accuracy increases with depth "
+             "while GAT fails to learn (no numbers printed).", "", runs_line(df, "fig4"), ""]
+    every = with_selected_metrics(df) if not df.empty else df
+    runs = fig4_runs(df)
+    if len(every) > len(runs):
+        lines += [f"{len(every) - len(runs)} records of other datasets / missing rates are not part of Fig. 4 and "
+                  "are ignored.", ""]
+    if runs.empty:
+        lines.append(found.line("", CANNOT_JUDGE, f"no PubMed 100% records: {NOT_RUN_BUDGET}."))
+        return "\n".join(lines), found
+    lines += ["Each epoch budget is its own series: per depth, the configuration (lr, dropout) with the best mean "
+              "validation accuracy among the runs of that budget, its test accuracy mean ± std over seeds.", ""]
+    for epochs in epoch_budgets(runs):
+        lines += _budget_block(df, runs[runs["epochs"] == epochs], epochs, found)
+    for epochs, sweep, total in declared_budgets(df):
+        if epochs not in epoch_budgets(runs):
+            lines += [f"*{budget_label(epochs)}*: no records yet; `conf/grid/{sweep}.yaml` declares {total} runs "
+                      f"({', '.join(VARIANTS)}).", ""]
+    summary = ["**Summary (generated from the records).** " + by_verdict(found, "PubMed 100%, ") + ".", ""]
+    lines = lines[:4] + summary + lines[4:]
+    lines += [LEGEND, "", VERDICT_LEGEND]
     return "\n".join(lines), found
 
 
