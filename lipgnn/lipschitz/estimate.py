@@ -58,9 +58,14 @@ def spectral_norm(f: Fn, x: Tensor, iters: int = 50, v0: Tensor | None = None, t
     _, pullback = vjp(f, x)
     sigma = 0.0
     for _ in range(max(1, iters)):
+        # f's parameters require grad, so Jv and J^T(Jv) carry an autograd history through them; kept,
+        # every iterate would hold all earlier iterations' graphs (memory growing with iters x depth).
+        # The values are the same either way: only the history is dropped.
         _, jv = jvp(f, (x,), (v,))
-        new_sigma = float(jv.detach().norm())
+        jv = jv.detach()
+        new_sigma = float(jv.norm())
         (w,) = pullback(jv)
+        w = w.detach()
         w_norm = w.norm()
         if not torch.isfinite(w_norm) or w_norm == 0:
             return new_sigma, v

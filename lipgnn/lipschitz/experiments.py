@@ -57,7 +57,13 @@ BUDGETS: dict[str, dict[str, dict[str, Any]]] = {
 
 
 def run_id(experiment: str, unit: str, config: dict[str, Any]) -> str:
-    digest = hashlib.sha1(json.dumps(config, sort_keys=True).encode()).hexdigest()[:10]
+    """``<experiment>-<unit>-<budget>-s<seed>-<hash of the config>``. A training config under ``run`` enters the
+    hash as :func:`lipgnn.identity.identity_config` (what changes its numbers), so that keys added to the schema
+    later at their neutral value, and where/how it ran, leave finished units' ids alone."""
+    from lipgnn.identity import identity_config
+
+    hashed = {**config, "run": identity_config(config["run"])} if "run" in config else config
+    digest = hashlib.sha1(json.dumps(hashed, sort_keys=True).encode()).hexdigest()[:10]
     return f"{experiment}-{unit}-{config['budget']['name']}-s{config['seed']}-{digest}"
 
 
