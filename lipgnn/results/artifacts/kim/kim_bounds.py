@@ -28,7 +28,8 @@ SLOPE_BAND = (0.5, 1.5)
 
 
 def frame(records: pd.DataFrame) -> pd.DataFrame:
-    """One row per N: upper/lower for p = inf and p = 2 (NaN where that p was not run)."""
+    """One row per N: upper/lower for p = inf and p = 2 (NaN where that p was not run), and each lower bound's
+    ascent budget (restarts × Adam steps, from the record's config)."""
     rows: dict[int, dict[str, float]] = {}
     for d in payloads(records):
         n = int(d["n"])
@@ -38,11 +39,15 @@ def frame(records: pd.DataFrame) -> pd.DataFrame:
         rows[n][f"lower{suffix}"] = float(d["lower"])
         top5 = [v for v in d.get("top5", []) if v is not None]
         rows[n][f"lower_top5_mean{suffix}"] = float(np.mean(top5)) if top5 else math.nan
+        cfg = d.get("_config") or {}
+        # the ascent's budget beside its value: p = 2 runs fewer restarts and steps than p = inf
+        rows[n][f"restarts_x_steps{suffix}"] = f"{cfg.get('restarts', '?')}×{cfg.get('steps', '?')}"
     for n, row in rows.items():
         # Theorem 3.2 with W_0(N) in place of phi^{-1}(N-1) = W_0((N-1)/e), as the scanned statement reads
         # (unit weights, H = D = 1): the looser curve a reader of that text would draw.
         row["upper_with_W0_of_N"] = 4.0 * float(lambertw(n, 0).real) + 1.0
-    cols = ["n", "upper", "lower", "lower_top5_mean", "upper_with_W0_of_N", "upper_2", "lower_2", "lower_top5_mean_2"]
+    cols = ["n", "upper", "lower", "lower_top5_mean", "upper_with_W0_of_N", "upper_2", "lower_2", "lower_top5_mean_2",
+            "restarts_x_steps", "restarts_x_steps_2"]
     table = pd.DataFrame(sorted(rows.values(), key=lambda r: r["n"]), columns=cols)
     return table
 
