@@ -69,3 +69,4 @@ def test_lip_estimates_looseness_and_answer_by_hand() -> None:
     assert "2 layers, trained** (GAT-Lip): the bound holds in every layer (2/2)" in text
     assert "3 layers, trained** (GT-Lip): the bound holds in 2 of 3 layers (2/3)" in text
     assert "factor 4 to 10 per layer (median 7)" in text
+    assert "test accuracy after training 50–50 %" in text
