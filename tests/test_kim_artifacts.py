@@ -7,7 +7,7 @@ import math
 import pandas as pd
 
 from lipgnn.results.artifacts.kim import kim_bounds, kim_invertibility, lip_estimates
-from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS
+from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS
 
 
 def _records(payloads: list[dict]) -> pd.DataFrame:
@@ -31,6 +31,18 @@ def test_kim_bounds_slopes_and_verdict() -> None:
     assert (row["restarts_x_steps"], row["restarts_x_steps_2"]) == ("50×200", "5×60")
     flat = _records([{"n": n, "p": "inf", "upper": 2 * math.log(n), "lower": 5.0, "top5": []} for n in ns])
     assert kim_bounds.claims(flat)[0].verdict == DOES_NOT_HOLD
+
+
+def test_kim_bounds_app_k_needs_a_lower_bound_that_grows() -> None:
+    def lip2(lowers: list[float]) -> pd.DataFrame:
+        rows = [{"n": n, "p": p, "upper": 9.0 * n, "lower": low if p == "2" else math.log(n)}
+                for n, low in zip([100, 300, 1000], lowers, strict=True) for p in ("inf", "2")]
+        return _records(rows)
+
+    growing = kim_bounds.claims(lip2([2.0, 2.2, 2.4]))[1]
+    assert growing.section == "App. K" and growing.verdict == HOLDS
+    falling = kim_bounds.claims(lip2([2.9, 5.1, 2.3]))[1]
+    assert falling.verdict == CANNOT_JUDGE and "does not grow with N" in falling.evidence
 
 
 def test_kim_invertibility_verdict() -> None:
