@@ -166,7 +166,8 @@ def _validate_block_options(model: DictConfig, norm: DictConfig) -> None:
 
 
 def _validate_score(model: DictConfig, norm: DictConfig) -> None:
-    """``model.score`` (dot | l2) and ``model.tie_qk``: GT only; l2 not with norm=lip; pyg path only."""
+    """``model.score`` (dot | l2) and ``model.tie_qk``: GT only; l2 not with norm=lip. Both implementations
+    (``model.impl=pyg|fused``) compute them, tested equal."""
     score, tie_qk = model.score, model.tie_qk
     _require(score in ("dot", "l2"), f"model.score={score!r} is unknown; use dot or l2")
     if score == "dot" and not tie_qk:
@@ -176,7 +177,6 @@ def _validate_score(model: DictConfig, norm: DictConfig) -> None:
     _require(not (score == "l2" and norm.name == "lip"),
              "model.score=l2 with norm=lip: LipschitzNorm (eq. 19) bounds dot-product scores only; "
              "use norm=none with model.score=l2")
-    _require(model.impl == "pyg", f"model.score={score} model.tie_qk={tie_qk} needs model.impl=pyg for now")
 
 
 def _validate_device(device: str) -> None:

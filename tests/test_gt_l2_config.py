@@ -33,7 +33,6 @@ def test_builder_wires_l2_scores_and_tied_weights() -> None:
 @pytest.mark.parametrize(("model", "norm", "message"), [
     (_model(score="l2", tie_qk=True), "lip", "dot-product"),
     (_model(name="gat", score="l2"), "none", "model=gt only"),
-    (_model(score="l2", impl="fused"), "none", "model.impl=pyg"),
     (_model(score="cosine"), "none", "unknown"),
 ])
 def test_validation_rejects_bad_score_combinations(model, norm: str, message: str) -> None:
@@ -41,6 +40,15 @@ def test_validation_rejects_bad_score_combinations(model, norm: str, message: st
         _validate_score(model, OmegaConf.create({"name": norm}))
     with pytest.raises(ConfigError, match=message.split()[0]):
         build_model(model, OmegaConf.create({"name": norm, "alpha": 1.0, "variant": "paper"}), SPEC, 2)
+
+
+@pytest.mark.parametrize("impl", ["pyg", "fused"])
+def test_both_implementations_accept_l2_scores(impl: str) -> None:
+    model = _model(score="l2", tie_qk=True, impl=impl)
+    _validate_score(model, OmegaConf.create({"name": "none"}))
+    convs = build_model(model, OmegaConf.create({"name": "none"}), SPEC, 2).attention_layers()
+    assert all(c.score == "l2" and c.lin_key is c.lin_query for c in convs)
+    assert all(type(c).__name__.startswith("Fused") == (impl == "fused") for c in convs)
 
 
 def test_lipschitz_command_exits_2_on_a_bad_config(capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,8 +6,8 @@ import math
 
 import pandas as pd
 
-from lipgnn.results.artifacts.kim import kim_bounds, kim_invertibility
-from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS
+from lipgnn.results.artifacts.kim import kim_bounds, kim_invertibility, lip_estimates
+from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS
 
 
 def _records(payloads: list[dict]) -> pd.DataFrame:
@@ -24,8 +24,25 @@ def test_kim_bounds_slopes_and_verdict() -> None:
     assert abs(kim_bounds.slopes(table)["lower"] - 2.0) < 1e-9
     assert kim_bounds.claims(same)[0].verdict == HOLDS
     assert kim_bounds.table(same)["csv"].splitlines()[0].startswith("n,upper,lower")
+    configured = pd.DataFrame([{"status": "completed", "diagnostics": {"n": 100, "p": p, "upper": 9.0, "lower": 1.0},
+                                "config": {"budget": {"name": "cpu"}, "restarts": r, "steps": s}}
+                               for p, r, s in (("inf", 50, 200), ("2", 5, 60))])
+    row = kim_bounds.frame(configured).iloc[0]
+    assert (row["restarts_x_steps"], row["restarts_x_steps_2"]) == ("50×200", "5×60")
     flat = _records([{"n": n, "p": "inf", "upper": 2 * math.log(n), "lower": 5.0, "top5": []} for n in ns])
     assert kim_bounds.claims(flat)[0].verdict == DOES_NOT_HOLD
+
+
+def test_kim_bounds_app_k_needs_a_lower_bound_that_grows() -> None:
+    def lip2(lowers: list[float]) -> pd.DataFrame:
+        rows = [{"n": n, "p": p, "upper": 9.0 * n, "lower": low if p == "2" else math.log(n)}
+                for n, low in zip([100, 300, 1000], lowers, strict=True) for p in ("inf", "2")]
+        return _records(rows)
+
+    growing = kim_bounds.claims(lip2([2.0, 2.2, 2.4]))[1]
+    assert growing.section == "App. K" and growing.verdict == HOLDS
+    falling = kim_bounds.claims(lip2([2.9, 5.1, 2.3]))[1]
+    assert falling.verdict == CANNOT_JUDGE and "does not grow with N" in falling.evidence
 
 
 def test_kim_invertibility_verdict() -> None:
@@ -33,3 +50,35 @@ def test_kim_invertibility_verdict() -> None:
     assert kim_invertibility.claims(_records(rows))[0].verdict == HOLDS
     rows[1]["errors"] = [1.0, 1e-12]
     assert kim_invertibility.claims(_records(rows))[0].verdict == DOES_NOT_HOLD
+
+
+def _state(estimates: list[float], bounds: list[float], network: float) -> dict:
+    layers = [{"layer": i, "at_input": e, "estimate": e, "bound": b}
+              for i, (e, b) in enumerate(zip(estimates, bounds, strict=True))]
+    return {"layers": layers, "network_estimate": network, "product_estimate": math.prod(estimates),
+            "product_bound": math.prod(bounds)}
+
+
+def test_lip_estimates_looseness_and_answer_by_hand() -> None:
+    inf = math.inf
+    rows = [
+        {"variant": "gat_lip", "depth": 2, "init": _state([2.0, 4.0], [20.0, 20.0], 4.0),
+         "trained": _state([5.0, 10.0], [50.0, 40.0], 25.0), "training": {"last": {"test": 0.5}}},
+        {"variant": "gt", "depth": 2, "init": _state([1.0, 1.0], [inf, inf], 1.0),
+         "trained": _state([1.0, 1.0], [inf, inf], 1.0), "training": {"last": {"test": 0.5}}},
+        {"variant": "gt_lip", "depth": 3, "init": _state([1.0, 1.0, 1.0], [2.0, 2.0, 2.0], 1.0),
+         "trained": _state([1.0, 3.0, 1.0], [2.0, 2.0, 4.0], 2.0), "training": {"last": {"test": 0.5}}},
+    ]
+    t = lip_estimates.looseness(_records(rows))
+    assert list(t["variant"]) == ["GAT-Lip", "GAT-Lip", "GT-Lip", "GT-Lip"]  # GT has no bound: no rows
+    trained = t[(t["variant"] == "GAT-Lip") & (t["stage"] == "trained")].iloc[0]
+    assert trained["layers_within_bound"] == "2/2"
+    assert (trained["ratio_min"], trained["ratio_median"], trained["ratio_max"]) == (4.0, 7.0, 10.0)
+    assert trained["network_ratio"] == 2000.0 / 25.0
+    deep = t[(t["variant"] == "GT-Lip") & (t["stage"] == "trained")].iloc[0]
+    assert deep["layers_within_bound"] == "2/3" and deep["ratio_min"] == 2.0 / 3.0
+    text = lip_estimates.answer(_records(rows))
+    assert "2 layers, trained** (GAT-Lip): the bound holds in every layer (2/2)" in text
+    assert "3 layers, trained** (GT-Lip): the bound holds in 2 of 3 layers (2/3)" in text
+    assert "factor 4 to 10 per layer (median 7)" in text
+    assert "test accuracy after training 50–50 %" in text

@@ -58,9 +58,14 @@ def spectral_norm(f: Fn, x: Tensor, iters: int = 50, v0: Tensor | None = None, t
     _, pullback = vjp(f, x)
     sigma = 0.0
     for _ in range(max(1, iters)):
+        # f's parameters require grad, so Jv and J^T(Jv) carry an autograd history through them; kept,
+        # every iterate would hold all earlier iterations' graphs (memory growing with iters x depth).
+        # The values are the same either way: only the history is dropped.
         _, jv = jvp(f, (x,), (v,))
-        new_sigma = float(jv.detach().norm())
+        jv = jv.detach()
+        new_sigma = float(jv.norm())
         (w,) = pullback(jv)
+        w = w.detach()
         w_norm = w.norm()
         if not torch.isfinite(w_norm) or w_norm == 0:
             return new_sigma, v
@@ -98,6 +103,7 @@ def maximise_jacobian_norm(
     f_eval: Fn | None = None,
     power_iters: int = 3,
     trace_every: int = 0,
+    generator: torch.Generator | None = None,
 ) -> LowerBound:
     r"""Maximise :math:`\|J_f(X)\|_p` over :math:`X` with Adam from each restart ``x0[r]`` (Appendix I).
 
@@ -114,6 +120,8 @@ def maximise_jacobian_norm(
         f_eval: map whose exact norm is reported at the final points (default ``f``); e.g. ``f``
             restricted to one output row for the ascent and the full map for the result.
         trace_every: record the objective every that many steps (0: none).
+        generator: draws the power iteration's random start vectors (p = 2), so that a seeded generator
+            makes the result reproducible (``None``: the global RNG).
 
     Non-finite objectives stop a restart (its last finite value is kept).
     """
@@ -154,7 +162,7 @@ def maximise_jacobian_norm(
         for r in range(restarts):
             x = xs[r].clone().requires_grad_(True)
             opt = torch.optim.Adam([x], lr=lr)
-            _, v = spectral_norm(f, x, iters=30)
+            _, v = spectral_norm(f, x, iters=30, generator=generator)
             for step in range(steps + 1):
                 sigma, v = spectral_norm(f, x, iters=power_iters, v0=v, tol=0.0)
                 if not math.isfinite(sigma):
@@ -170,7 +178,7 @@ def maximise_jacobian_norm(
                 opt.zero_grad()
                 x.grad = -g
                 opt.step()
-            finals.append(_safe(lambda r=r: spectral_norm(f_eval, last_good[r], iters=100)[0]))
+            finals.append(_safe(lambda r=r: spectral_norm(f_eval, last_good[r], iters=100, generator=generator)[0]))
     best = max(range(restarts), key=lambda r: finals[r] if math.isfinite(finals[r]) else -math.inf)
     return LowerBound(p=p, values=finals, best=finals[best], x_best=last_good[best].clone(), steps=steps,
                       trace=trace if trace_every else [], xs=last_good)

@@ -57,7 +57,13 @@ BUDGETS: dict[str, dict[str, dict[str, Any]]] = {
 
 
 def run_id(experiment: str, unit: str, config: dict[str, Any]) -> str:
-    digest = hashlib.sha1(json.dumps(config, sort_keys=True).encode()).hexdigest()[:10]
+    """``<experiment>-<unit>-<budget>-s<seed>-<hash of the config>``. A training config under ``run`` enters the
+    hash as :func:`lipgnn.identity.identity_config` (what changes its numbers), so that keys added to the schema
+    later at their neutral value, and where/how it ran, leave finished units' ids alone."""
+    from lipgnn.identity import identity_config
+
+    hashed = {**config, "run": identity_config(config["run"])} if "run" in config else config
+    digest = hashlib.sha1(json.dumps(hashed, sort_keys=True).encode()).hexdigest()[:10]
     return f"{experiment}-{unit}-{config['budget']['name']}-s{config['seed']}-{digest}"
 
 
@@ -120,6 +126,9 @@ def kim_bounds(budget: str, seed: int) -> Iterator[tuple[str, dict[str, Any], Ca
             config = {"experiment": "kim_bounds", "budget": {"name": budget}, "seed": seed, "n": n, "p": p,
                       "heads": 1, "dim": 1, "weights": "identity", "restarts": restarts, "steps": steps,
                       "lr": b["lr"], "init": "X_ij ~ U[-c, c], c ~ U[0, 10]"}
+            if p == "2":
+                # the power iteration's start vectors come from the unit's generator (reproducible values)
+                config["power_init"] = "v ~ N(0, I) from the unit's generator"
 
             def compute(n: int = n, p: str = p, restarts: int = restarts, steps: int = steps) -> dict[str, Any]:
                 attn = _unit_l2_mha()
@@ -136,7 +145,7 @@ def kim_bounds(budget: str, seed: int) -> Iterator[tuple[str, dict[str, Any], Ca
                     for r in order:
                         values[r] = max(values[r], _full_inf_norm_by_rows(attn, lb.xs[r]))
                 else:
-                    lb = maximise_jacobian_norm(attn, x0, 2, steps=steps, lr=b["lr"])
+                    lb = maximise_jacobian_norm(attn, x0, 2, steps=steps, lr=b["lr"], generator=gen)
                     values = list(lb.values)
                 finite = [v for v in values if math.isfinite(v)]
                 return {"n": n, "p": p, "upper": l2_mha_bound(attn, n, p), "lower": max(finite),

@@ -69,7 +69,7 @@ def estimate_layers(model: torch.nn.Module, x: Tensor, edge_index: Tensor, edge_
         best = at_input
         if steps > 0:
             lr = 0.05 * float(h.std()) if float(h.std()) > 0 else 0.05
-            lb = maximise_jacobian_norm(f, h.unsqueeze(0), 2, steps=steps, lr=lr, power_iters=3)
+            lb = maximise_jacobian_norm(f, h.unsqueeze(0), 2, steps=steps, lr=lr, power_iters=3, generator=gen)
             if math.isfinite(lb.best):
                 best = max(best, lb.best)
         bound = graph_layer_bound(block.conv, edge_index, n) if block.call == "attention" else math.inf

@@ -176,8 +176,6 @@ def _score_kwargs(model_cfg: Any, name: str, norm: str, impl: str) -> dict[str, 
     if score == "l2" and norm == "lip":
         raise ConfigError("model.score=l2 with norm=lip: LipschitzNorm (eq. 19) bounds dot-product scores only; "
                           "use norm=none (or layernorm/pairnorm) with model.score=l2")
-    if impl != "pyg":
-        raise ConfigError(f"model.score={score} model.tie_qk={tie_qk} needs model.impl=pyg for now")
     return {"score": score, "tie_qk": tie_qk}
 
 

@@ -72,9 +72,66 @@ def figure(records: pd.DataFrame):
     return fig
 
 
+def looseness(records: pd.DataFrame) -> pd.DataFrame:
+    """For every model state with a LipschitzNorm bound: how many layers' estimates stay within their
+    bounds, the per-layer ratio bound / estimate (min, median, max over layers), the whole network's
+    ratio, product of the layer bounds / the network's estimate, and the trained model's test accuracy (%).
+    The estimates are lower bounds on the Lipschitz constants, so each ratio is an upper bound on how far
+    the bound is from the true constant."""
+    rows = []
+    for d in sorted(payloads(records), key=lambda d: (ORDER.index(d["variant"]) if d["variant"] in ORDER else 99,
+                                                      int(d["depth"]))):
+        for stage in ("init", "trained"):
+            res = d[stage]
+            pairs = [(float(r["estimate"]), float(r["bound"]) if r["bound"] is not None else math.inf)
+                     for r in res["layers"]]
+            if not all(math.isfinite(b) for _, b in pairs):
+                continue
+            ratios = [b / e for e, b in pairs if e > 0]
+            network = float(res["network_estimate"])
+            acc = d["training"]["last"].get("test") if stage == "trained" else None
+            rows.append({
+                "variant": LABELS.get(d["variant"], d["variant"]), "depth": int(d["depth"]), "stage": stage,
+                "layers_within_bound": f"{sum(e <= b for e, b in pairs)}/{len(pairs)}",
+                "ratio_min": min(ratios) if ratios else math.nan,
+                "ratio_median": float(np.median(ratios)) if ratios else math.nan,
+                "ratio_max": max(ratios) if ratios else math.nan,
+                "network_ratio": float(res["product_bound"]) / network if network > 0 else math.nan,
+                "test_acc": float(acc) * 100 if acc is not None else math.nan,
+            })
+    cols = ["variant", "depth", "stage", "layers_within_bound", "ratio_min", "ratio_median", "ratio_max",
+            "network_ratio", "test_acc"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def answer(records: pd.DataFrame) -> str:
+    """Does LipschitzNorm's bound hold in trained networks, and how loose is it: one sentence per depth, from
+    :func:`looseness`."""
+    t = looseness(records)
+    trained = t[t["stage"] == "trained"]
+    if trained.empty:
+        return "not run\n"
+    lines = []
+    for depth, sub in trained.groupby("depth", sort=True):
+        within = sum(int(x.split("/")[0]) for x in sub["layers_within_bound"])
+        total = sum(int(x.split("/")[1]) for x in sub["layers_within_bound"])
+        models = ", ".join(sub["variant"])
+        held = "holds in every layer" if within == total else f"holds in {within} of {total} layers"
+        lines.append(
+            f"- **{depth} layers, trained** ({models}): the bound {held} ({within}/{total}); it exceeds the "
+            f"estimate by a factor {sub['ratio_min'].min():.3g} to {sub['ratio_max'].max():.3g} per layer (median "
+            f"{float(np.median(sub['ratio_median'])):.3g}), and the product of the layer bounds exceeds the whole "
+            f"network's estimate by a factor {sub['network_ratio'].min():.3g} to {sub['network_ratio'].max():.3g}; "
+            f"test accuracy after training {sub['test_acc'].min():.3g}–{sub['test_acc'].max():.3g} %.\n")
+    return "".join(lines)
+
+
 def _blocks(records: pd.DataFrame) -> dict[str, str]:
     t = frame(records)
-    return {"lip_estimates-table": md_text(t) if not t.empty else "not run\n"}
+    loose = looseness(records)
+    return {"lip_estimates-table": md_text(t) if not t.empty else "not run\n",
+            "lip_estimates-looseness": md_text(loose) if not loose.empty else "not run\n",
+            "lip_estimates-answer": answer(records)}
 
 
 def claims(records: pd.DataFrame) -> list[Claim]:
