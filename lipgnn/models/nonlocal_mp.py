@@ -21,15 +21,16 @@ aggregation is scaled, the root term is left as it is. Two choices the paper lea
   reads; ``grad=False`` detaches it (a per-head scalar gain that only rescales).
 
 The fused CSR layers (``model.impl=fused``) hand over their per-head aggregation, attention weights
-and CSR graph (``csr_heads``), and :math:`P_h X` is one sparse product per head
-(:func:`head_laplacian_energy_csr`); PyG's layers are asked for ``return_attention_weights``.
+and CSR graph (``csr_heads``), and :math:`P_h X` for all heads is one sparse
+product (:func:`head_laplacian_energy_csr`); PyG's layers are asked for ``return_attention_weights``.
 """
 
 from __future__ import annotations
 
 from torch import Tensor, nn
 
-from lipgnn.nn.fused import CSRGraph, csr_spmm
+from lipgnn.nn.fused import CSRGraph
+from lipgnn.nn.fused.sparse import csr_spmm_shared
 
 NONLOCAL_SOURCES = ("x", "xv")
 
@@ -47,14 +48,15 @@ def head_laplacian_energy(x: Tensor, alpha: Tensor, edge_index: Tensor) -> Tenso
 
 def head_laplacian_energy_csr(x: Tensor, alpha: Tensor, graph: CSRGraph) -> Tensor:
     r"""Per-head :math:`\tfrac{1}{n}\|P_h X - X\|^2` (:func:`head_laplacian_energy`) with :math:`P_h` the
-    CSR matrix of ``alpha`` (``[E, H]``, ``graph``'s edge order): :math:`P_h X` is one SpMM per head on
-    the shared ``x`` ``[n, d]`` (no ``[E, H, d]`` messages), differentiable in ``x`` and ``alpha``.
+    CSR matrix of ``alpha`` (``[E, H]``, ``graph``'s edge order): :math:`P_h X` for all heads is one
+    sparse product on the shared ``x`` ``[n, d]`` (:func:`~lipgnn.nn.fused.sparse.csr_spmm_shared`; no
+    ``[E, H, d]`` messages), differentiable in ``x`` and ``alpha``.
     Returns ``[H]``."""
     n, heads = x.size(0), alpha.size(1)
     if graph.num_edges == 0:
         return x.pow(2).sum().div(n).expand(heads)
-    px = csr_spmm(alpha, x.unsqueeze(1).expand(n, heads, x.size(1)), graph)  # P_h X, [n, H, d]
-    return (px - x.unsqueeze(1)).pow(2).sum(dim=(0, 2)) / n
+    px = csr_spmm_shared(alpha, x, graph)  # P_h X, [H, n, d]
+    return (px - x).pow(2).sum(dim=(1, 2)) / n
 
 
 class NonlocalScale(nn.Module):

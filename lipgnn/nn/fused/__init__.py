@@ -47,6 +47,7 @@ from lipgnn.nn.fused.sparse import (
     csr_sddmm_with_norms,
     csr_softmax,
     csr_spmm,
+    csr_spmm_shared,
 )
 from lipgnn.nn.fused.transformer_conv import FusedLipTransformerConv
 
@@ -65,6 +66,7 @@ __all__ = [
     "csr_sddmm_with_norms",
     "csr_softmax",
     "csr_spmm",
+    "csr_spmm_shared",
     "dropout",
     "gat_denominator_csr",
     "gat_node_denominator_csr",
