@@ -83,7 +83,7 @@ def bench_train(data, depth: int, repeats: int) -> dict:
                 loss = F.cross_entropy(out[data.train_mask], data.y[data.train_mask])
                 loss.backward()
                 opts[m].step()
-                return float(loss)
+                return loss.item()
 
             with mode(m):
                 cpu, wall, loss = timed(step)

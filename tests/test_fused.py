@@ -34,6 +34,7 @@ from lipgnn.nn.fused import (
     CSRGraph,
     add_sq_norm_grad_,
     clear_csr_cache,
+    csr_residual_energy,
     csr_sddmm,
     csr_sddmm_with_norms,
     csr_softmax,
@@ -146,8 +147,9 @@ def test_spmm_gradcheck(tiny_graph: CSRGraph, heads: int) -> None:
 @pytest.mark.parametrize("heads", [1, 3])
 def test_shared_spmm_equals_per_head_spmm_and_gradcheck(heads: int, self_loops: bool) -> None:
     """All heads' ``A_h X`` on one shared ``X`` (the stacked product and its stacked transpose) equal
-    ``csr_spmm`` on ``X`` repeated per head; exact gradients (finite differences, float64). Without
-    self-loops some nodes have no edges at all (empty rows and columns)."""
+    ``csr_spmm`` on ``X`` repeated per head, the residual energies ``‖A_h X − X‖²`` their definition;
+    exact gradients (finite differences, float64). Without self-loops some nodes have no edges at all
+    (empty rows and columns)."""
     ei = torch.tensor([[0, 1, 2, 3, 3, 5, 1, 1, 6, 6], [1, 2, 0, 0, 0, 2, 1, 4, 4, 4]])
     g = CSRGraph.from_edge_index(ei, 8, add_self_loops=self_loops)
     gen = torch.Generator().manual_seed(0)
@@ -156,6 +158,8 @@ def test_shared_spmm_equals_per_head_spmm_and_gradcheck(heads: int, self_loops: 
     expected = csr_spmm(values, x.unsqueeze(1).expand(-1, heads, -1), g).transpose(0, 1)
     torch.testing.assert_close(csr_spmm_shared(values, x, g), expected)
     assert torch.autograd.gradcheck(lambda v, h: csr_spmm_shared(v, h, g), (values, x))
+    torch.testing.assert_close(csr_residual_energy(values, x, g), (expected - x).pow(2).sum(dim=(1, 2)))
+    assert torch.autograd.gradcheck(lambda v, h: csr_residual_energy(v, h, g), (values, x))
 
 
 @pytest.mark.parametrize("heads", [1, 3])

@@ -30,7 +30,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from lipgnn.nn.fused import CSRGraph
-from lipgnn.nn.fused.sparse import csr_spmm_shared
+from lipgnn.nn.fused.sparse import csr_residual_energy
 
 NONLOCAL_SOURCES = ("x", "xv")
 
@@ -49,14 +49,13 @@ def head_laplacian_energy(x: Tensor, alpha: Tensor, edge_index: Tensor) -> Tenso
 def head_laplacian_energy_csr(x: Tensor, alpha: Tensor, graph: CSRGraph) -> Tensor:
     r"""Per-head :math:`\tfrac{1}{n}\|P_h X - X\|^2` (:func:`head_laplacian_energy`) with :math:`P_h` the
     CSR matrix of ``alpha`` (``[E, H]``, ``graph``'s edge order): :math:`P_h X` for all heads is one
-    sparse product on the shared ``x`` ``[n, d]`` (:func:`~lipgnn.nn.fused.sparse.csr_spmm_shared`; no
-    ``[E, H, d]`` messages), differentiable in ``x`` and ``alpha``.
+    sparse product on the shared ``x`` ``[n, d]`` (:func:`~lipgnn.nn.fused.sparse.csr_residual_energy`;
+    no ``[E, H, d]`` messages), differentiable in ``x`` and ``alpha``.
     Returns ``[H]``."""
     n, heads = x.size(0), alpha.size(1)
     if graph.num_edges == 0:
         return x.pow(2).sum().div(n).expand(heads)
-    px = csr_spmm_shared(alpha, x, graph)  # P_h X, [H, n, d]
-    return (px - x).pow(2).sum(dim=(1, 2)) / n
+    return csr_residual_energy(alpha, x, graph) / n
 
 
 class NonlocalScale(nn.Module):

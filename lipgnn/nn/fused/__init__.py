@@ -43,6 +43,7 @@ from lipgnn.nn.fused.lipschitz_csr import (
 from lipgnn.nn.fused.norms import add_sq_norm_grad_, row_sq_norm, with_sq_norm
 from lipgnn.nn.fused.sparse import (
     MAX_SHIFT_FREE_BOUND,
+    csr_residual_energy,
     csr_sddmm,
     csr_sddmm_with_norms,
     csr_softmax,
@@ -62,6 +63,7 @@ __all__ = [
     "FusedLipTransformerConv",
     "add_sq_norm_grad_",
     "clear_csr_cache",
+    "csr_residual_energy",
     "csr_sddmm",
     "csr_sddmm_with_norms",
     "csr_softmax",

@@ -90,7 +90,9 @@ class FusedLipGATConv(LipGATConv):
 
     ``edge_index`` may also be a prebuilt :class:`CSRGraph` (``add_self_loops`` must match).
     Inputs the CSR path does not cover (bipartite ``(x_src, x_dst)``, sparse adjacency, explicit
-    ``size``, ``return_attention_weights``) run the reference :class:`LipGATConv` forward.
+    ``size``, ``return_attention_weights``) run the reference :class:`LipGATConv` forward. Callers that
+    need the attention matrices themselves (nonlocal message passing) get them with the aggregation
+    from :meth:`csr_heads`, on the CSR path.
     """
 
     # Feature dropout on this layer's input: deep models call ``conv.feature_dropout(x, p, training)``

@@ -8,8 +8,8 @@ hand-written backward (torch's own autograd for sparse values is very slow on CP
 * SDDMM, the per-edge dot products :math:`\langle a_{i,h}, b_{j,h} \rangle` (GT's :math:`q_i^\top k_j`);
 * the segment softmax over the CSR rows (eq. (3));
 * gathers of per-node terms to the edges and scatters back (GAT's scores, per-target rescaling);
-* every head's matrix applied to one shared ``X`` (:math:`P_h X` for all :math:`h` in one product, nonlocal
-  message passing's :math:`\|P_h X - X\|^2`).
+* every head's matrix applied to one shared ``X`` (:math:`P_h X` for all :math:`h` in one product) and
+  the residual energies :math:`\|P_h X - X\|^2` of nonlocal message passing.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from lipgnn.nn.fused.norms import add_sq_norm_grad_, sq_norm_nograd
 
 __all__ = [
     "MAX_SHIFT_FREE_BOUND",
+    "csr_residual_energy",
     "csr_sddmm",
     "csr_sddmm_with_norms",
     "csr_softmax",
@@ -254,6 +255,41 @@ class _CSRSpMMShared(torch.autograd.Function):
         return grad_values, grad_x, None
 
 
+class _CSRResidualEnergy(torch.autograd.Function):
+    """``e_h = ‖A_h X − X‖²_F`` per head (square graph): the stacked product of :class:`_CSRSpMMShared`,
+    the residual formed in its output buffer and reduced by one batched dot product, so no further
+    ``[H, N, C]`` tensor is allocated; backward from the saved residual ``R_h``:
+    ``∂X = Σ_h (A_hᵀ − I)(2 g_h R_h)``, ``∂a_{e,h} = 2 g_h <R_{h, row_e}, x_{col_e}>``."""
+
+    @staticmethod
+    def forward(ctx, values: Tensor, x: Tensor, graph: CSRGraph) -> Tensor:  # type: ignore[override]
+        heads, n = values.size(1), graph.num_dst
+        st = _stacked(graph, heads)
+        flat = _heads_first(values).view(-1)
+        r = _csr_mm(st.ptr, st.col, flat, x, (heads * n, graph.num_src)).view(heads, n, -1).sub_(x)
+        flat_r = r.view(heads, 1, -1)
+        ctx.graph, ctx.stacked = graph, st
+        if any(ctx.needs_input_grad[:2]):
+            ctx.save_for_backward(flat, x, r)
+        return torch.bmm(flat_r, flat_r.transpose(1, 2)).view(heads)
+
+    @staticmethod
+    def backward(ctx, grad_e: Tensor) -> tuple[Tensor | None, Tensor | None, None]:  # type: ignore[override]
+        flat, x, r = ctx.saved_tensors
+        graph: CSRGraph = ctx.graph
+        st: _StackedCSR = ctx.stacked
+        heads, n = r.size(0), graph.num_dst
+        grad = (r * (2 * grad_e).view(heads, 1, 1)).view(heads * n, -1)
+        grad_values = grad_x = None
+        if ctx.needs_input_grad[0]:
+            pattern = _csr(st.ptr, st.col, st.pattern_values.to(x.dtype), (heads * n, graph.num_src))
+            grad_values = torch.sparse.sampled_addmm(pattern, grad, x.t(), beta=0.0).values().view(heads, -1).t()
+        if ctx.needs_input_grad[1]:
+            grad_x = _csr_mm(st.t_ptr, st.t_col, flat.index_select(0, st.t_perm), grad, (graph.num_src, heads * n))
+            grad_x.sub_(grad.view(heads, n, -1).sum(0))
+        return grad_values, grad_x, None
+
+
 def csr_spmm(values: Tensor, x: Tensor, graph: CSRGraph) -> Tensor:
     r"""Weighted neighbourhood sum :math:`\text{out}_{i,h} = \sum_e a_{e,h} x_{col_e,h}` over the rows.
 
@@ -279,6 +315,15 @@ def csr_spmm_shared(values: Tensor, x: Tensor, graph: CSRGraph) -> Tensor:
         ``[H, N_dst, C]`` (heads first).
     """
     return _CSRSpMMShared.apply(values, x, graph)
+
+
+def csr_residual_energy(values: Tensor, x: Tensor, graph: CSRGraph) -> Tensor:
+    r"""Per head :math:`\|A_h X - X\|_F^2` for the square graph's matrices :math:`A_h` (values ``[E, H]``,
+    ``graph``'s edge order) and ``x`` ``[N, C]`` → ``[H]``; :func:`csr_spmm_shared` without keeping
+    :math:`A_h X` (nonlocal message passing's Laplacian energy, Guan & He §4.1)."""
+    if graph.num_src != graph.num_dst:
+        raise ValueError("the residual A_h X - X needs a square graph (num_src == num_dst)")
+    return _CSRResidualEnergy.apply(values, x, graph)
 
 
 def csr_sddmm(a: Tensor, b: Tensor, graph: CSRGraph) -> Tensor:

@@ -40,7 +40,8 @@ class FusedLipTransformerConv(LipTransformerConv):
     (``edge_dim``) are supported with per-edge tensors for their terms. Inputs the CSR path does not
     cover (bipartite input, sparse adjacency, ``return_attention_weights``, ``edge_attr`` without
     ``edge_dim``, a score other than ``"dot"`` combined with LipschitzNorm or edge features) run the
-    reference :class:`LipTransformerConv` forward.
+    reference :class:`LipTransformerConv` forward. Callers that need the attention matrices themselves
+    (nonlocal message passing) get them with the aggregation from :meth:`csr_heads`, on the CSR path.
 
     Scores: :meth:`_attention_logits` is the one place the logits are formed from the SDDMM's dot products.
     Besides the dot product it computes the L2 score of Kim et al. without LipschitzNorm,
