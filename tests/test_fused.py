@@ -339,6 +339,26 @@ def test_csr_graph_cache_is_reused_and_invalidated() -> None:
     torch.testing.assert_close(g2.edge_index, CSRGraph.from_edge_index(ei, NUM_NODES).edge_index)
 
 
+def test_csr_graph_cache_and_layers_under_inference_mode() -> None:
+    """An ``edge_index`` made under ``torch.inference_mode`` has no version counter: the cache compares
+    its values instead (reused while unchanged, rebuilt after an in-place edit), and a fused layer run
+    there equals its result outside."""
+    clear_csr_cache()
+    fused = FusedLipTransformerConv(IN_CHANNELS, 4, heads=2)
+    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        expected = fused(x, make_graph())
+    with torch.inference_mode():
+        ei = make_graph()
+        g1 = get_csr_graph(ei, NUM_NODES)
+        assert get_csr_graph(ei, NUM_NODES) is g1
+        torch.testing.assert_close(fused(x, ei), expected)
+        ei[0, 0] = (ei[0, 0] + 1) % NUM_NODES
+        g2 = get_csr_graph(ei, NUM_NODES)
+        assert g2 is not g1
+        torch.testing.assert_close(g2.edge_index, CSRGraph.from_edge_index(ei, NUM_NODES).edge_index)
+
+
 # ---------------------------------------------------------------- layers vs reference ---------------
 
 
