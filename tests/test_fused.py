@@ -34,10 +34,12 @@ from lipgnn.nn.fused import (
     CSRGraph,
     add_sq_norm_grad_,
     clear_csr_cache,
+    csr_residual_energy,
     csr_sddmm,
     csr_sddmm_with_norms,
     csr_softmax,
     csr_spmm,
+    csr_spmm_shared,
     gat_denominator_csr,
     get_csr_graph,
     kernels,
@@ -139,6 +141,25 @@ def test_spmm_gradcheck(tiny_graph: CSRGraph, heads: int) -> None:
     values = torch.rand(g.num_edges, heads, dtype=torch.float64, requires_grad=True)
     x = torch.randn(g.num_src, heads, 3, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda v, h: csr_spmm(v, h, g), (values, x), fast_mode=heads > 1)
+
+
+@pytest.mark.parametrize("self_loops", [True, False])
+@pytest.mark.parametrize("heads", [1, 3])
+def test_shared_spmm_equals_per_head_spmm_and_gradcheck(heads: int, self_loops: bool) -> None:
+    """All heads' ``A_h X`` on one shared ``X`` (the stacked product and its stacked transpose) equal
+    ``csr_spmm`` on ``X`` repeated per head, the residual energies ``‖A_h X − X‖²`` their definition;
+    exact gradients (finite differences, float64). Without self-loops some nodes have no edges at all
+    (empty rows and columns)."""
+    ei = torch.tensor([[0, 1, 2, 3, 3, 5, 1, 1, 6, 6], [1, 2, 0, 0, 0, 2, 1, 4, 4, 4]])
+    g = CSRGraph.from_edge_index(ei, 8, add_self_loops=self_loops)
+    gen = torch.Generator().manual_seed(0)
+    values = torch.rand(g.num_edges, heads, dtype=torch.float64, generator=gen, requires_grad=True)
+    x = torch.randn(g.num_src, 3, dtype=torch.float64, generator=gen, requires_grad=True)
+    expected = csr_spmm(values, x.unsqueeze(1).expand(-1, heads, -1), g).transpose(0, 1)
+    torch.testing.assert_close(csr_spmm_shared(values, x, g), expected)
+    assert torch.autograd.gradcheck(lambda v, h: csr_spmm_shared(v, h, g), (values, x))
+    torch.testing.assert_close(csr_residual_energy(values, x, g), (expected - x).pow(2).sum(dim=(1, 2)))
+    assert torch.autograd.gradcheck(lambda v, h: csr_residual_energy(v, h, g), (values, x))
 
 
 @pytest.mark.parametrize("heads", [1, 3])
@@ -316,6 +337,26 @@ def test_csr_graph_cache_is_reused_and_invalidated() -> None:
     g2 = get_csr_graph(ei, NUM_NODES)
     assert g2 is not g1
     torch.testing.assert_close(g2.edge_index, CSRGraph.from_edge_index(ei, NUM_NODES).edge_index)
+
+
+def test_csr_graph_cache_and_layers_under_inference_mode() -> None:
+    """An ``edge_index`` made under ``torch.inference_mode`` has no version counter: the cache compares
+    its values instead (reused while unchanged, rebuilt after an in-place edit), and a fused layer run
+    there equals its result outside."""
+    clear_csr_cache()
+    fused = FusedLipTransformerConv(IN_CHANNELS, 4, heads=2)
+    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        expected = fused(x, make_graph())
+    with torch.inference_mode():
+        ei = make_graph()
+        g1 = get_csr_graph(ei, NUM_NODES)
+        assert get_csr_graph(ei, NUM_NODES) is g1
+        torch.testing.assert_close(fused(x, ei), expected)
+        ei[0, 0] = (ei[0, 0] + 1) % NUM_NODES
+        g2 = get_csr_graph(ei, NUM_NODES)
+        assert g2 is not g1
+        torch.testing.assert_close(g2.edge_index, CSRGraph.from_edge_index(ei, NUM_NODES).edge_index)
 
 
 # ---------------------------------------------------------------- layers vs reference ---------------

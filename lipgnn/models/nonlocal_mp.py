@@ -19,11 +19,18 @@ aggregation is scaled, the root term is left as it is. Two choices the paper lea
   :math:`\|P_h X V_h - X V_h\|` on the projected values (cheaper: both terms exist already).
 * ``grad=True`` (default): the factor is part of the graph and passes gradients, as the formula
   reads; ``grad=False`` detaches it (a per-head scalar gain that only rescales).
+
+The fused CSR layers (``model.impl=fused``) hand over their per-head aggregation, attention weights
+and CSR graph (``csr_heads``), and :math:`P_h X` for all heads is one sparse
+product (:func:`head_laplacian_energy_csr`); PyG's layers are asked for ``return_attention_weights``.
 """
 
 from __future__ import annotations
 
 from torch import Tensor, nn
+
+from lipgnn.nn.fused import CSRGraph
+from lipgnn.nn.fused.sparse import csr_residual_energy
 
 NONLOCAL_SOURCES = ("x", "xv")
 
@@ -37,6 +44,18 @@ def head_laplacian_energy(x: Tensor, alpha: Tensor, edge_index: Tensor) -> Tenso
     messages = x.index_select(0, src).unsqueeze(1) * alpha.unsqueeze(-1)  # [E, H, d]
     px = x.new_zeros(n, alpha.size(1), x.size(1)).index_add_(0, dst, messages)  # P_h X, [n, H, d]
     return (px - x.unsqueeze(1)).pow(2).sum(dim=(0, 2)) / n
+
+
+def head_laplacian_energy_csr(x: Tensor, alpha: Tensor, graph: CSRGraph) -> Tensor:
+    r"""Per-head :math:`\tfrac{1}{n}\|P_h X - X\|^2` (:func:`head_laplacian_energy`) with :math:`P_h` the
+    CSR matrix of ``alpha`` (``[E, H]``, ``graph``'s edge order): :math:`P_h X` for all heads is one
+    sparse product on the shared ``x`` ``[n, d]`` (:func:`~lipgnn.nn.fused.sparse.csr_residual_energy`;
+    no ``[E, H, d]`` messages), differentiable in ``x`` and ``alpha``.
+    Returns ``[H]``."""
+    n, heads = x.size(0), alpha.size(1)
+    if graph.num_edges == 0:
+        return x.pow(2).sum().div(n).expand(heads)
+    return csr_residual_energy(alpha, x, graph) / n
 
 
 class NonlocalScale(nn.Module):
@@ -58,14 +77,20 @@ class NonlocalScale(nn.Module):
         self.last_factor: Tensor | None = None
 
     @staticmethod
+    def _root(conv: nn.Module, x: Tensor) -> Tensor | float:
+        """The conv's non-aggregated term: ``lin_skip(x)`` (TransformerConv with a root weight: GT) or the
+        bias (GATConv), else 0 (SAN)."""
+        if hasattr(conv, "lin_value"):
+            return conv.lin_skip(x) if getattr(conv, "root_weight", False) else 0.0
+        return conv.bias if conv.bias is not None else 0.0
+
+    @staticmethod
     def _root_and_values(conv: nn.Module, x: Tensor) -> tuple[Tensor | float, Tensor]:
         """The conv's non-aggregated term and its per-node values ``X V`` (``[n, H·C]``)."""
         if hasattr(conv, "lin_value"):  # TransformerConv (GT, SAN): out = concat P_h X V_h (+ lin_skip x)
-            root: Tensor | float = conv.lin_skip(x) if getattr(conv, "root_weight", False) else 0.0
-            return root, conv.lin_value(x)
+            return NonlocalScale._root(conv, x), conv.lin_value(x)
         # GATConv: out = concat P_h X W_h + bias
-        root = conv.bias if conv.bias is not None else 0.0
-        return root, conv.lin(x)
+        return NonlocalScale._root(conv, x), conv.lin(x)
 
     def forward(self, conv: nn.Module, x: Tensor, edge_index: Tensor, edge_attr: Tensor | None = None) -> Tensor:
         if not getattr(conv, "concat", True):
@@ -73,13 +98,22 @@ class NonlocalScale(nn.Module):
         if getattr(conv, "res", None) is not None or getattr(conv, "lin_beta", None) is not None:
             raise ValueError("nonlocal message passing supports convs without residual/beta terms")
         heads = conv.heads
-        root, values = self._root_and_values(conv, x)
-        if self.source == "x":
-            # The weights are needed: the fused CSR layers answer this through their reference path.
+        parts = conv.csr_heads(x, edge_index, edge_attr) if hasattr(conv, "csr_heads") else None
+        if parts is not None:
+            # Fused CSR layer: its aggregation and attention weights, without the reference path.
+            root = self._root(conv, x)
+            agg = parts.heads  # P_h X V_h, [n, H, C]
+            if self.source == "x":
+                factor = head_laplacian_energy_csr(x, parts.alpha, parts.graph)
+            else:
+                factor = (agg - parts.value).pow(2).sum(dim=(0, 2)) / x.size(0)
+        elif self.source == "x":
+            root = self._root(conv, x)
             out, (used_index, alpha) = conv(x, edge_index, edge_attr, return_attention_weights=True)
             agg = (out - root).view(x.size(0), heads, -1)  # P_h X V_h, [n, H, C]
             factor = head_laplacian_energy(x, alpha, used_index)
         else:
+            root, values = self._root_and_values(conv, x)
             out = conv(x, edge_index, edge_attr)
             agg = (out - root).view(x.size(0), heads, -1)
             # P_h (X V_h + b) - (X V_h + b) = P_h X V_h - X V_h: a value bias cancels (rows of P sum to 1).
@@ -87,10 +121,10 @@ class NonlocalScale(nn.Module):
         if not self.grad:
             factor = factor.detach()
         self.last_factor = factor.detach()
-        return root + (agg * factor.view(1, heads, 1)).reshape(out.shape)
+        return root + (agg * factor.view(1, heads, 1)).reshape(x.size(0), -1)
 
     def extra_repr(self) -> str:
         return f"source={self.source}, grad={self.grad}"
 
 
-__all__ = ["NONLOCAL_SOURCES", "NonlocalScale", "head_laplacian_energy"]
+__all__ = ["NONLOCAL_SOURCES", "NonlocalScale", "head_laplacian_energy", "head_laplacian_energy_csr"]

@@ -43,10 +43,12 @@ from lipgnn.nn.fused.lipschitz_csr import (
 from lipgnn.nn.fused.norms import add_sq_norm_grad_, row_sq_norm, with_sq_norm
 from lipgnn.nn.fused.sparse import (
     MAX_SHIFT_FREE_BOUND,
+    csr_residual_energy,
     csr_sddmm,
     csr_sddmm_with_norms,
     csr_softmax,
     csr_spmm,
+    csr_spmm_shared,
 )
 from lipgnn.nn.fused.transformer_conv import FusedLipTransformerConv
 
@@ -61,10 +63,12 @@ __all__ = [
     "FusedLipTransformerConv",
     "add_sq_norm_grad_",
     "clear_csr_cache",
+    "csr_residual_energy",
     "csr_sddmm",
     "csr_sddmm_with_norms",
     "csr_softmax",
     "csr_spmm",
+    "csr_spmm_shared",
     "dropout",
     "gat_denominator_csr",
     "gat_node_denominator_csr",

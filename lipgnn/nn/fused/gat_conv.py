@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from lipgnn.nn.fused import kernels
-from lipgnn.nn.fused.base import fallback_reason, finish_heads
+from lipgnn.nn.fused.base import CSRHeads, fallback_reason, finish_heads
 from lipgnn.nn.fused.dropout import dropout
 from lipgnn.nn.fused.graph import CSRGraph, resolve_graph
 from lipgnn.nn.fused.lipschitz_csr import gat_denominator_csr, gat_node_denominator_csr
@@ -90,7 +90,9 @@ class FusedLipGATConv(LipGATConv):
 
     ``edge_index`` may also be a prebuilt :class:`CSRGraph` (``add_self_loops`` must match).
     Inputs the CSR path does not cover (bipartite ``(x_src, x_dst)``, sparse adjacency, explicit
-    ``size``, ``return_attention_weights``) run the reference :class:`LipGATConv` forward.
+    ``size``, ``return_attention_weights``) run the reference :class:`LipGATConv` forward. Callers that
+    need the attention matrices themselves (nonlocal message passing) get them with the aggregation
+    from :meth:`csr_heads`, on the CSR path.
     """
 
     # Feature dropout on this layer's input: deep models call ``conv.feature_dropout(x, p, training)``
@@ -110,47 +112,8 @@ class FusedLipGATConv(LipGATConv):
                 raise ValueError("a CSRGraph edge_index only works with a single node-feature tensor x")
             return super().forward(x, edge_index, edge_attr, size, return_attention_weights)
         assert isinstance(x, Tensor)
-        H, C = self.heads, self.out_channels
-        graph = resolve_graph(edge_index, x.size(0), self.add_self_loops)
         res = self.res(x) if self.res is not None else None
-        if self.lin is not None:
-            x_src = x_dst = self.lin(x).view(-1, H, C)
-        else:
-            x_src = self.lin_src(x).view(-1, H, C)
-            x_dst = self.lin_dst(x).view(-1, H, C)
-
-        if graph.num_edges == 0:
-            out = x_src.new_zeros(graph.num_dst, H, C)
-        else:
-            edge_proj = None
-            if edge_attr is not None and self.lin_edge is not None:
-                if isinstance(edge_index, CSRGraph):
-                    raise ValueError("edge_attr needs the edge_index tensor, not a CSRGraph")
-                ea = graph.edge_values(edge_attr, edge_index, self.fill_value)
-                if ea.dim() == 1:
-                    ea = ea.view(-1, 1)
-                edge_proj = self.lin_edge(ea).view(-1, H, C)
-            # The squared norms ‖Wx‖² of eq. (17) come with the score terms (same pass over Wx)
-            # unless edge features send the layer to the shared per-edge function.
-            need_sq = self.lipschitz_norm and edge_proj is None
-            shared = x_dst is x_src
-            x_src, a_src, a_dst, sq_src, sq_dst = self._node_terms(x_src, x_dst, need_sq)
-            if shared:
-                x_dst = x_src  # every later use goes through the pass-through (one gradient buffer)
-            bound = None
-            if need_sq and self.variant == "paper":
-                # Eq. (17)'s c_i is one value per target, so α / c_i is computed per node and applied
-                # in the same pass that gathers the score terms per edge (no [E, H] denominator).
-                c = gat_node_denominator_csr(sq_src, sq_dst, self.att_src, self.att_dst, graph)
-                score = gat_edge_scores(a_src, a_dst, self.alpha / c, graph)
-                # c_i bounds |a·[Wx_i ‖ Wx_j]| (Cauchy-Schwarz), so |score| <= α before LeakyReLU.
-                bound = self.alpha * max(1.0, abs(self.negative_slope))
-            else:
-                score = self._plain_or_edge_scores(a_src, a_dst, sq_src, sq_dst, x_src, x_dst, edge_proj, graph)
-            score = F.leaky_relu(score, self.negative_slope)
-            alpha = csr_softmax(score, graph, bound)
-            alpha = dropout(alpha, self.dropout, self.training)
-            out = csr_spmm(alpha, x_src, graph)
+        out = self._csr_heads(x, edge_index, edge_attr).heads
 
         out = finish_heads(out, self.concat)
         if res is not None:
@@ -158,6 +121,57 @@ class FusedLipGATConv(LipGATConv):
         if self.bias is not None:
             out = out + self.bias
         return out
+
+    def csr_heads(self, x: Tensor, edge_index: Tensor | CSRGraph, edge_attr: Tensor | None = None) -> CSRHeads | None:
+        r"""The per-head aggregation :math:`\sum_j a_{ij,h} \mathbf{W}_h x_j` with the CSR graph and the
+        attention weights :math:`a` (after attention dropout, as ``return_attention_weights`` gives
+        them), for callers that need :math:`P_h` itself (nonlocal message passing's
+        :math:`\|P_h X - X\|^2`) without the reference path that ``return_attention_weights`` takes;
+        ``None`` for inputs the CSR path does not cover. Neither ``res`` nor the bias is included."""
+        if fallback_reason(x, edge_index, None, None) is not None:
+            return None
+        return self._csr_heads(x, edge_index, edge_attr)
+
+    def _csr_heads(self, x: Tensor, edge_index: Tensor | CSRGraph, edge_attr: Tensor | None) -> CSRHeads:
+        H, C = self.heads, self.out_channels
+        graph = resolve_graph(edge_index, x.size(0), self.add_self_loops)
+        if self.lin is not None:
+            x_src = x_dst = self.lin(x).view(-1, H, C)
+        else:
+            x_src = self.lin_src(x).view(-1, H, C)
+            x_dst = self.lin_dst(x).view(-1, H, C)
+
+        if graph.num_edges == 0:
+            return CSRHeads(x_src.new_zeros(graph.num_dst, H, C), x_src.new_zeros(0, H), x_src, graph)
+        edge_proj = None
+        if edge_attr is not None and self.lin_edge is not None:
+            if isinstance(edge_index, CSRGraph):
+                raise ValueError("edge_attr needs the edge_index tensor, not a CSRGraph")
+            ea = graph.edge_values(edge_attr, edge_index, self.fill_value)
+            if ea.dim() == 1:
+                ea = ea.view(-1, 1)
+            edge_proj = self.lin_edge(ea).view(-1, H, C)
+        # The squared norms ‖Wx‖² of eq. (17) come with the score terms (same pass over Wx)
+        # unless edge features send the layer to the shared per-edge function.
+        need_sq = self.lipschitz_norm and edge_proj is None
+        shared = x_dst is x_src
+        x_src, a_src, a_dst, sq_src, sq_dst = self._node_terms(x_src, x_dst, need_sq)
+        if shared:
+            x_dst = x_src  # every later use goes through the pass-through (one gradient buffer)
+        bound = None
+        if need_sq and self.variant == "paper":
+            # Eq. (17)'s c_i is one value per target, so α / c_i is computed per node and applied
+            # in the same pass that gathers the score terms per edge (no [E, H] denominator).
+            c = gat_node_denominator_csr(sq_src, sq_dst, self.att_src, self.att_dst, graph)
+            score = gat_edge_scores(a_src, a_dst, self.alpha / c, graph)
+            # c_i bounds |a·[Wx_i ‖ Wx_j]| (Cauchy-Schwarz), so |score| <= α before LeakyReLU.
+            bound = self.alpha * max(1.0, abs(self.negative_slope))
+        else:
+            score = self._plain_or_edge_scores(a_src, a_dst, sq_src, sq_dst, x_src, x_dst, edge_proj, graph)
+        score = F.leaky_relu(score, self.negative_slope)
+        alpha = csr_softmax(score, graph, bound)
+        alpha = dropout(alpha, self.dropout, self.training)
+        return CSRHeads(csr_spmm(alpha, x_src, graph), alpha, x_src, graph)
 
     def _plain_or_edge_scores(
         self, a_src: Tensor, a_dst: Tensor, sq_src: Tensor | None, sq_dst: Tensor | None, x_src: Tensor,

@@ -117,22 +117,35 @@ def _ptr(sorted_index: Tensor, size: int) -> Tensor:
 
 
 _CACHE_SIZE = 8
-# key -> (weak reference to the edge_index tensor, its version counter, graph)
-_CACHE: OrderedDict[tuple, tuple[weakref.ref, int, CSRGraph]] = OrderedDict()
+# key -> (weak reference to the edge_index tensor, its version counter or, for an inference tensor
+# (which has none), a copy of its values, graph)
+_CACHE: OrderedDict[tuple, tuple[weakref.ref, int | Tensor, CSRGraph]] = OrderedDict()
+
+
+def _version(edge_index: Tensor) -> int | Tensor:
+    """What detects an in-place change: the version counter, or a copy of an inference tensor's values
+    (an ``E``-sized comparison per lookup, small beside a layer's work)."""
+    return edge_index.clone() if edge_index.is_inference() else edge_index._version
+
+
+def _unchanged(edge_index: Tensor, version: int | Tensor) -> bool:
+    if isinstance(version, Tensor):
+        return edge_index.is_inference() and torch.equal(edge_index, version)
+    return not edge_index.is_inference() and edge_index._version == version
 
 
 def get_csr_graph(edge_index: Tensor, num_nodes: int, add_self_loops: bool = True) -> CSRGraph:
     """The :class:`CSRGraph` of ``edge_index``, computed once and reused while the tensor lives.
 
     The cache is keyed by the tensor's identity and validated by a weak reference to it and by its
-    in-place version counter: a freed tensor whose address is reused, or an ``edge_index`` modified
-    in place, is never served a stale graph.
+    in-place version counter (an inference tensor has none: its values are compared instead): a freed
+    tensor whose address is reused, or an ``edge_index`` modified in place, is never served a stale graph.
     """
     key = (id(edge_index), int(num_nodes), bool(add_self_loops), edge_index.device)
     hit = _CACHE.get(key)
     if hit is not None:
         ref, version, graph = hit
-        if ref() is edge_index and edge_index._version == version:
+        if ref() is edge_index and _unchanged(edge_index, version):
             _CACHE.move_to_end(key)
             return graph
         del _CACHE[key]
@@ -144,7 +157,7 @@ def get_csr_graph(edge_index: Tensor, num_nodes: int, add_self_loops: bool = Tru
         ref = weakref.ref(edge_index)
     except TypeError:  # pragma: no cover - tensors are weak-referenceable; be safe anyway
         return graph
-    _CACHE[key] = (ref, edge_index._version, graph)
+    _CACHE[key] = (ref, _version(edge_index), graph)
     while len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)
     return graph

@@ -7,10 +7,14 @@ hand-written backward (torch's own autograd for sparse values is very slow on CP
   :math:`\partial a_{ij,h} = \langle \partial\text{out}_{i,h}, x_{j,h} \rangle`;
 * SDDMM, the per-edge dot products :math:`\langle a_{i,h}, b_{j,h} \rangle` (GT's :math:`q_i^\top k_j`);
 * the segment softmax over the CSR rows (eq. (3));
-* gathers of per-node terms to the edges and scatters back (GAT's scores, per-target rescaling).
+* gathers of per-node terms to the edges and scatters back (GAT's scores, per-target rescaling);
+* every head's matrix applied to one shared ``X`` (:math:`P_h X` for all :math:`h` in one product) and
+  the residual energies :math:`\|P_h X - X\|^2` of nonlocal message passing.
 """
 
 from __future__ import annotations
+
+import weakref
 
 import torch
 from torch import Tensor
@@ -22,10 +26,12 @@ from lipgnn.nn.fused.norms import add_sq_norm_grad_, sq_norm_nograd
 
 __all__ = [
     "MAX_SHIFT_FREE_BOUND",
+    "csr_residual_energy",
     "csr_sddmm",
     "csr_sddmm_with_norms",
     "csr_softmax",
     "csr_spmm",
+    "csr_spmm_shared",
     "gather_rows",
     "gat_edge_scores",
     "row_scale",
@@ -179,6 +185,111 @@ class _CSRSoftmax(torch.autograd.Function):
         return pg.addcmul_(p, gather_rows(row_dot, graph.row), value=-1.0), None, None
 
 
+class _StackedCSR:
+    """Index arrays of the ``[H·N_dst, N_src]`` CSR matrix that stacks the heads' matrices ``A_h`` (rows
+    ``h·N_dst + i``; values: the heads-first ``[H, E]`` attention values, flat) and of its transpose
+    ``[N_src, H·N_dst]`` (row ``j`` holds, head by head, the edges leaving ``j``; ``t_perm`` picks their
+    values from the same flat array). Built once per graph and head count."""
+
+    def __init__(self, graph: CSRGraph, heads: int) -> None:
+        E, device = graph.num_edges, graph.row.device
+        idx = torch.int32 if heads * max(E, graph.num_dst) < 2**31 - 1 else torch.long
+        offsets = torch.arange(heads, dtype=torch.long, device=device).mul_(E)
+        self.ptr = torch.cat([(graph.rowptr[:-1].unsqueeze(0) + offsets.unsqueeze(1)).reshape(-1),
+                              offsets.new_full((1,), heads * E)]).to(idx)
+        self.col = graph.col.repeat(heads).to(idx)
+        self.pattern_values = torch.zeros(heads * E, device=device)
+        # Transposed: row j has H·deg_j entries q = h·deg_j + o (o-th edge leaving j, in t_perm order),
+        # columns h·N_dst + t_col ascending.
+        deg = graph.t_ptr.diff()
+        j = torch.repeat_interleave(torch.arange(graph.num_src, device=device), deg * heads)
+        start = graph.t_ptr[:-1] * heads
+        q = torch.arange(heads * E, device=device) - start[j]
+        h, o = q.div(deg[j], rounding_mode="floor"), q.remainder(deg[j])
+        tpos = graph.t_ptr[:-1][j] + o
+        self.t_ptr = (graph.t_ptr * heads).to(idx)
+        self.t_col = (graph.t_col[tpos] + h * graph.num_dst).to(idx)
+        self.t_perm = h * E + graph.t_perm[tpos]
+
+
+_STACKED: weakref.WeakKeyDictionary[CSRGraph, dict[int, _StackedCSR]] = weakref.WeakKeyDictionary()
+
+
+def _stacked(graph: CSRGraph, heads: int) -> _StackedCSR:
+    per_graph = _STACKED.setdefault(graph, {})
+    if heads not in per_graph:
+        with torch.inference_mode(False):
+            per_graph[heads] = _StackedCSR(graph, heads)
+    return per_graph[heads]
+
+
+class _CSRSpMMShared(torch.autograd.Function):
+    """``out[h] = A_h X`` for every head on one shared ``X`` as a single product with the stacked
+    ``[H·N_dst, N_src]`` matrix; backward: ``∂X = Σ_h A_hᵀ ∂out_h`` (one product with the stacked
+    transpose) and ``∂a_{e,h} = <∂out_{h, row_e}, x_{col_e}>`` (one SDDMM on the stacked pattern)."""
+
+    @staticmethod
+    def forward(ctx, values: Tensor, x: Tensor, graph: CSRGraph) -> Tensor:  # type: ignore[override]
+        heads = values.size(1)
+        st = _stacked(graph, heads)
+        flat = _heads_first(values).view(-1)
+        ctx.graph, ctx.stacked = graph, st
+        ctx.save_for_backward(flat, x)
+        out = _csr_mm(st.ptr, st.col, flat, x, (heads * graph.num_dst, graph.num_src))
+        return out.view(heads, graph.num_dst, x.size(1))
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor) -> tuple[Tensor | None, Tensor | None, None]:  # type: ignore[override]
+        flat, x = ctx.saved_tensors
+        graph: CSRGraph = ctx.graph
+        st: _StackedCSR = ctx.stacked
+        heads = grad_out.size(0)
+        grad = grad_out.reshape(heads * graph.num_dst, -1).contiguous()
+        grad_values = grad_x = None
+        if ctx.needs_input_grad[0]:
+            pattern = _csr(st.ptr, st.col, st.pattern_values.to(x.dtype), (heads * graph.num_dst, graph.num_src))
+            grad_values = torch.sparse.sampled_addmm(pattern, grad, x.t(), beta=0.0).values().view(heads, -1).t()
+        if ctx.needs_input_grad[1]:
+            grad_x = _csr_mm(st.t_ptr, st.t_col, flat.index_select(0, st.t_perm), grad,
+                             (graph.num_src, heads * graph.num_dst))
+        return grad_values, grad_x, None
+
+
+class _CSRResidualEnergy(torch.autograd.Function):
+    """``e_h = ‖A_h X − X‖²_F`` per head (square graph): the stacked product of :class:`_CSRSpMMShared`,
+    the residual formed in its output buffer and reduced by one batched dot product, so no further
+    ``[H, N, C]`` tensor is allocated; backward from the saved residual ``R_h``:
+    ``∂X = Σ_h (A_hᵀ − I)(2 g_h R_h)``, ``∂a_{e,h} = 2 g_h <R_{h, row_e}, x_{col_e}>``."""
+
+    @staticmethod
+    def forward(ctx, values: Tensor, x: Tensor, graph: CSRGraph) -> Tensor:  # type: ignore[override]
+        heads, n = values.size(1), graph.num_dst
+        st = _stacked(graph, heads)
+        flat = _heads_first(values).view(-1)
+        r = _csr_mm(st.ptr, st.col, flat, x, (heads * n, graph.num_src)).view(heads, n, -1).sub_(x)
+        flat_r = r.view(heads, 1, -1)
+        ctx.graph, ctx.stacked = graph, st
+        if any(ctx.needs_input_grad[:2]):
+            ctx.save_for_backward(flat, x, r)
+        return torch.bmm(flat_r, flat_r.transpose(1, 2)).view(heads)
+
+    @staticmethod
+    def backward(ctx, grad_e: Tensor) -> tuple[Tensor | None, Tensor | None, None]:  # type: ignore[override]
+        flat, x, r = ctx.saved_tensors
+        graph: CSRGraph = ctx.graph
+        st: _StackedCSR = ctx.stacked
+        heads, n = r.size(0), graph.num_dst
+        grad = (r * (2 * grad_e).view(heads, 1, 1)).view(heads * n, -1)
+        grad_values = grad_x = None
+        if ctx.needs_input_grad[0]:
+            pattern = _csr(st.ptr, st.col, st.pattern_values.to(x.dtype), (heads * n, graph.num_src))
+            grad_values = torch.sparse.sampled_addmm(pattern, grad, x.t(), beta=0.0).values().view(heads, -1).t()
+        if ctx.needs_input_grad[1]:
+            grad_x = _csr_mm(st.t_ptr, st.t_col, flat.index_select(0, st.t_perm), grad, (graph.num_src, heads * n))
+            grad_x.sub_(grad.view(heads, n, -1).sum(0))
+        return grad_values, grad_x, None
+
+
 def csr_spmm(values: Tensor, x: Tensor, graph: CSRGraph) -> Tensor:
     r"""Weighted neighbourhood sum :math:`\text{out}_{i,h} = \sum_e a_{e,h} x_{col_e,h}` over the rows.
 
@@ -191,6 +302,28 @@ def csr_spmm(values: Tensor, x: Tensor, graph: CSRGraph) -> Tensor:
     if values.dim() == 1:
         return _CSRSpMM.apply(values.unsqueeze(1), x.unsqueeze(1), graph).squeeze(1)
     return _CSRSpMM.apply(values, x, graph)
+
+
+def csr_spmm_shared(values: Tensor, x: Tensor, graph: CSRGraph) -> Tensor:
+    r"""Every head's weighted neighbourhood sum of one shared ``x``: :math:`\text{out}_{h,i} =
+    \sum_e a_{e,h} x_{col_e}` (:math:`A_h X`), one sparse product for all heads.
+
+    Args:
+        values: ``[E, H]`` edge weights in ``graph``'s edge order.
+        x: ``[N_src, C]``, the same for every head.
+    Returns:
+        ``[H, N_dst, C]`` (heads first).
+    """
+    return _CSRSpMMShared.apply(values, x, graph)
+
+
+def csr_residual_energy(values: Tensor, x: Tensor, graph: CSRGraph) -> Tensor:
+    r"""Per head :math:`\|A_h X - X\|_F^2` for the square graph's matrices :math:`A_h` (values ``[E, H]``,
+    ``graph``'s edge order) and ``x`` ``[N, C]`` → ``[H]``; :func:`csr_spmm_shared` without keeping
+    :math:`A_h X` (nonlocal message passing's Laplacian energy, Guan & He §4.1)."""
+    if graph.num_src != graph.num_dst:
+        raise ValueError("the residual A_h X - X needs a square graph (num_src == num_dst)")
+    return _CSRResidualEnergy.apply(values, x, graph)
 
 
 def csr_sddmm(a: Tensor, b: Tensor, graph: CSRGraph) -> Tensor:

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 from torch_geometric.utils import segment
 
-from lipgnn.nn.fused.base import fallback_reason, finish_heads
+from lipgnn.nn.fused.base import CSRHeads, fallback_reason, finish_heads
 from lipgnn.nn.fused.dropout import dropout
 from lipgnn.nn.fused.graph import CSRGraph, resolve_graph
 from lipgnn.nn.fused.lipschitz_csr import transformer_scale_csr
@@ -40,7 +40,8 @@ class FusedLipTransformerConv(LipTransformerConv):
     (``edge_dim``) are supported with per-edge tensors for their terms. Inputs the CSR path does not
     cover (bipartite input, sparse adjacency, ``return_attention_weights``, ``edge_attr`` without
     ``edge_dim``, a score other than ``"dot"`` combined with LipschitzNorm or edge features) run the
-    reference :class:`LipTransformerConv` forward.
+    reference :class:`LipTransformerConv` forward. Callers that need the attention matrices themselves
+    (nonlocal message passing) get them with the aggregation from :meth:`csr_heads`, on the CSR path.
 
     Scores: :meth:`_attention_logits` is the one place the logits are formed from the SDDMM's dot products.
     Besides the dot product it computes the L2 score of Kim et al. without LipschitzNorm,
@@ -60,38 +61,13 @@ class FusedLipTransformerConv(LipTransformerConv):
         edge_attr: Tensor | None = None,
         return_attention_weights: bool | None = None,
     ):
-        reason = fallback_reason(x, edge_index, None, return_attention_weights)
-        if reason is None and edge_attr is not None and self.lin_edge is None:
-            reason = "edge_attr without edge_dim"
-        if reason is None and self._score_kind() != "dot" and (self.lipschitz_norm or edge_attr is not None):
-            reason = f"score={self._score_kind()!r} with LipschitzNorm or edge features"
+        reason = self._csr_fallback_reason(x, edge_index, edge_attr, return_attention_weights)
         if reason is not None:
             if isinstance(edge_index, CSRGraph):
                 raise ValueError(f"a CSRGraph edge_index cannot be used with {reason}")
             return super().forward(x, edge_index, edge_attr, return_attention_weights)
         assert isinstance(x, Tensor)
-        H, C = self.heads, self.out_channels
-        graph = resolve_graph(edge_index, x.size(0), False)
-        query = self.lin_query(x).view(-1, H, C)
-        key = self.lin_key(x).view(-1, H, C)
-        value = self.lin_value(x).view(-1, H, C)
-
-        if graph.num_edges == 0:
-            out = value.new_zeros(graph.num_dst, H, C)
-        else:
-            edge_proj = None
-            if edge_attr is not None:
-                if isinstance(edge_index, CSRGraph):
-                    raise ValueError("edge_attr needs the edge_index tensor, not a CSRGraph")
-                edge_proj = self.lin_edge(graph.edge_values(edge_attr, edge_index, 0.0)).view(-1, H, C)
-            score, value, bound = self._attention_logits(query, key, value, edge_proj, graph)
-            alpha = csr_softmax(score, graph, bound)
-            alpha = dropout(alpha, self.dropout, self.training)
-            out = csr_spmm(alpha, value, graph)
-            if edge_proj is not None:
-                # TransformerConv adds the edge embedding to the values: Σ_j a_ij e_ij per target.
-                out = out + segment(alpha.unsqueeze(-1) * edge_proj, graph.rowptr, reduce="sum")
-
+        out = self._csr_heads(x, edge_index, edge_attr).heads
         out = finish_heads(out, self.concat)
         if self.root_weight:
             x_r = self.lin_skip(x)
@@ -101,6 +77,50 @@ class FusedLipTransformerConv(LipTransformerConv):
             else:
                 out = out + x_r
         return out
+
+    def _csr_fallback_reason(
+        self, x: object, edge_index: object, edge_attr: Tensor | None, return_attention_weights: object
+    ) -> str | None:
+        """Why this input takes the reference path (``None``: the CSR path covers it)."""
+        reason = fallback_reason(x, edge_index, None, return_attention_weights)
+        if reason is None and edge_attr is not None and self.lin_edge is None:
+            reason = "edge_attr without edge_dim"
+        if reason is None and self._score_kind() != "dot" and (self.lipschitz_norm or edge_attr is not None):
+            reason = f"score={self._score_kind()!r} with LipschitzNorm or edge features"
+        return reason
+
+    def csr_heads(self, x: Tensor, edge_index: Tensor | CSRGraph, edge_attr: Tensor | None = None) -> CSRHeads | None:
+        r"""The per-head aggregation :math:`\sum_j a_{ij,h} v_{j,h}` with the CSR graph and the attention
+        weights :math:`a` (before attention dropout, as ``return_attention_weights`` gives them), for
+        callers that need :math:`P_h` itself (nonlocal message passing's :math:`\|P_h X - X\|^2`)
+        without the reference path that ``return_attention_weights`` takes; ``None`` for inputs the
+        CSR path does not cover. The root term ``lin_skip(x)`` is not included."""
+        if self._csr_fallback_reason(x, edge_index, edge_attr, None) is not None:
+            return None
+        return self._csr_heads(x, edge_index, edge_attr)
+
+    def _csr_heads(self, x: Tensor, edge_index: Tensor | CSRGraph, edge_attr: Tensor | None) -> CSRHeads:
+        H, C = self.heads, self.out_channels
+        graph = resolve_graph(edge_index, x.size(0), False)
+        query = self.lin_query(x).view(-1, H, C)
+        key = self.lin_key(x).view(-1, H, C)
+        value = self.lin_value(x).view(-1, H, C)
+
+        if graph.num_edges == 0:
+            return CSRHeads(value.new_zeros(graph.num_dst, H, C), value.new_zeros(0, H), value, graph)
+        edge_proj = None
+        if edge_attr is not None:
+            if isinstance(edge_index, CSRGraph):
+                raise ValueError("edge_attr needs the edge_index tensor, not a CSRGraph")
+            edge_proj = self.lin_edge(graph.edge_values(edge_attr, edge_index, 0.0)).view(-1, H, C)
+        score, value, bound = self._attention_logits(query, key, value, edge_proj, graph)
+        weights = csr_softmax(score, graph, bound)
+        alpha = dropout(weights, self.dropout, self.training)
+        out = csr_spmm(alpha, value, graph)
+        if edge_proj is not None:
+            # TransformerConv adds the edge embedding to the values: Σ_j a_ij e_ij per target.
+            out = out + segment(alpha.unsqueeze(-1) * edge_proj, graph.rowptr, reduce="sum")
+        return CSRHeads(out, weights, value, graph)
 
     def _score_kind(self) -> str:
         """``"dot"`` or ``"l2"``: the reference layer's ``score`` option (``"dot"`` where it has none)."""
