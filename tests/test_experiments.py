@@ -163,3 +163,21 @@ def test_gt_lip_with_the_authors_layernorm_composes_and_builds_their_block() -> 
     h = block.conv(x, edge_index, None)
     expected = torch.nn.functional.elu((h - h.mean()) / torch.sqrt(h.var(unbiased=False) + 1e-5))
     assert torch.allclose(block(x, edge_index), expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("grid,dataset", [("table3_cpu_seeds", "cora"), ("table3_cpu_seeds_pubmed", "pubmed")])
+def test_table3_extra_seeds_complete_the_30_layer_cells_to_five_runs(grid: str, dataset: str) -> None:
+    """The headline 30-layer cells: seeds 2-4 of table3_cpu.yaml's lr x dropout grid, so that with the
+    main grid's seeds 0-1 every 30-layer cell has the paper's 5 runs (the declared grid counts both files)."""
+    jobs = sweep_jobs("table3", ["budget=cpu", f"grid={grid}"])
+    assert len(jobs) == 4 * 2 * 2 * 3
+    cfgs = [compose_cfg(job) for job in (jobs[0], jobs[-1])]
+    assert all((c.dataset.name, c.depth, c.train.epochs) == (dataset, 30, 200) for c in cfgs)
+    assert {int(o.split("=")[1]) for job in jobs for o in job if o.startswith("seed=")} == {2, 3, 4}
+    from lipgnn.results.grid import declared_grid
+
+    grid_points = declared_grid("table3", "cpu").points
+    cell = [p for p in grid_points if p.get("dataset.name") == dataset and p.get("depth") == 30
+            and p.get("model.name") == "gat" and p.get("norm.name") == "lip" and not p.get("model.residual")
+            and p.get("train.lr") == 0.005]
+    assert sorted(p["seed"] for p in cell) == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]  # x dropout {authors', none}
