@@ -16,9 +16,9 @@ every variant); ``--budget paper`` is the paper's grid (5 datasets, depths up to
 
 Usage: ``python scripts/guan_he_runs.py --budget cpu [--only-depth 32] [--dry-run]``.
 
-The random split is made here (:func:`random_split_masks`) because the data layer has no
-``dataset.split=random`` yet; records carry ``dataset.split: random`` so that the key means the same
-thing once the data layer has it.
+The split is the data layer's ``dataset.split=random`` with the fractions 0.6/0.2/0.2 of the dataset's config
+(:func:`lipgnn.data.splits.random_split`), so ``python train.py model=san dataset.split=random ...`` trains on
+the same nodes as these records.
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from torch_geometric import seed_everything
 
 from lipgnn.config import validate
 from lipgnn.data import load
-from lipgnn.data.common import stable_seed
 from lipgnn.diagnostics import cosine_similarity_matrix
 from lipgnn.models import build_model
 from lipgnn.provenance import loaded_commit, versions
@@ -57,20 +56,6 @@ BUDGETS: dict[str, dict[str, Any]] = {
     "paper": {"datasets": ("cora", "citeseer", "pubmed", "cs", "physics"), "depths": (2, 32, 64, 128, 256),
               "seeds": (0, 1, 2, 3, 4), "epochs": 5000, "warmup": 500},
 }
-
-
-def random_split_masks(num_nodes: int, seed: int, dataset: str,
-                       fractions: tuple[float, float] = (0.6, 0.2)) -> tuple[Tensor, Tensor, Tensor]:
-    """Train/val/test masks of a uniformly random 60/20/20 node split, fixed by (dataset, seed)."""
-    g = torch.Generator().manual_seed(stable_seed("random-split", dataset, seed))
-    perm = torch.randperm(num_nodes, generator=g)
-    n_train, n_val = int(round(fractions[0] * num_nodes)), int(round(fractions[1] * num_nodes))
-    masks = []
-    for part in (perm[:n_train], perm[n_train:n_train + n_val], perm[n_train + n_val:]):
-        mask = torch.zeros(num_nodes, dtype=torch.bool)
-        mask[part] = True
-        masks.append(mask)
-    return masks[0], masks[1], masks[2]
 
 
 @torch.no_grad()
@@ -100,6 +85,8 @@ def make_config(budget: str, variant: str, dataset: str, depth: int, seed: int, 
     overrides = [
         "model=san", f"dataset={dataset}", f"depth={depth}", f"seed={seed}", f"budget={budget}",
         f"experiment_name={EXPERIMENT}", f"results_dir={results_dir}", "log.progress=false",
+        "dataset.split=random", "dataset.train_per_class=null", "dataset.train_fraction=0.6",
+        "dataset.val_fraction=0.2", "dataset.test_fraction=0.2",
         f"train.epochs={spec['epochs']}", "train.weight_decay=0.0005", "train.num_threads=1",
         *VARIANTS[variant],
     ]
@@ -107,7 +94,6 @@ def make_config(budget: str, variant: str, dataset: str, depth: int, seed: int, 
     with initialize_config_dir(config_dir=str(CONF), version_base=None):
         cfg = compose(config_name="config", overrides=overrides)
     OmegaConf.set_struct(cfg, False)
-    cfg.dataset.split = "random"  # 60/20/20, made by random_split_masks
     cfg.variant_name = variant
     return cfg
 
@@ -123,8 +109,6 @@ def run_one(cfg: DictConfig) -> dict[str, Any] | None:
     seed_everything(int(cfg.seed))
     task = load(cfg.dataset, int(cfg.seed))
     (data,) = list(task.eval_batches())
-    data.train_mask, data.val_mask, data.test_mask = random_split_masks(data.num_nodes, int(cfg.seed),
-                                                                       str(cfg.dataset.name))
     seed_everything(int(cfg.seed))
     device = resolve_device("cpu")
     model = build_model(cfg.model, cfg.norm, task.spec, int(cfg.depth))
