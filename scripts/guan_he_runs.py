@@ -93,8 +93,6 @@ def make_config(budget: str, variant: str, dataset: str, depth: int, seed: int, 
     overrides.append(f"train.warmup_epochs={0 if variant == 'pre' else spec['warmup']}")
     with initialize_config_dir(config_dir=str(CONF), version_base=None):
         cfg = compose(config_name="config", overrides=overrides)
-    OmegaConf.set_struct(cfg, False)
-    cfg.variant_name = variant
     return cfg
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from conftest import ROOT
 
+from lipgnn.config import validate
 from lipgnn.data import load
 from lipgnn.data.splits import random_split
 
@@ -21,6 +22,7 @@ def _runs():
 def test_gh_depth_trains_on_the_data_layers_random_split(data_root: Path, tmp_path: Path) -> None:
     runs = _runs()
     cfg = runs.make_config("cpu", "nonlocal", "cora", 2, 1, str(tmp_path))
+    validate(cfg)  # what run_one checks first: the strict schema accepts every key the script sets
     assert (cfg.dataset.split, cfg.dataset.train_per_class) == ("random", None)
     assert (cfg.dataset.train_fraction, cfg.dataset.val_fraction, cfg.dataset.test_fraction) == (0.6, 0.2, 0.2)
     assert (cfg.model.layer_norm, cfg.model["nonlocal"]) == ("post", True)
