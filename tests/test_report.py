@@ -483,3 +483,18 @@ def test_protocol_check_reports_last_and_best_epoch_beside_fig6(tmp_path: Path) 
 def test_protocol_check_without_records_says_so(tmp_path: Path) -> None:
     text = render_blocks(tmp_path)["check-gt-protocol"]
     assert "Records: none under `runs/fig6_protocol/`" in text and "**Verdict: cannot be judged**" in text
+
+
+def test_every_auto_block_of_the_committed_reports_is_written_by_an_artifact(tmp_path: Path) -> None:
+    """A marker no artifact writes keeps whatever numbers it last held, silently stale after new records:
+    every auto block in the committed report parts must be one that `make report` regenerates."""
+    from lipgnn.results import registry
+    from lipgnn.results.render.markers import block_names
+    from lipgnn.results.report import MAIN_PAPER, report_path
+
+    (tmp_path / "runs").mkdir()
+    root = Path(__file__).resolve().parents[1] / "results"
+    for paper in dict.fromkeys([MAIN_PAPER] + [a.paper for a in registry.artifacts() if a.report]):
+        written = set(render_blocks(tmp_path, paper))
+        orphans = set(block_names(report_path(root, paper).read_text(encoding="utf-8"))) - written
+        assert not orphans, f"{paper}: auto blocks no artifact writes: {sorted(orphans)}"

@@ -62,3 +62,12 @@ def md_table(header: list[str], rows: list[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join([":---"] + [":---:"] * (len(header) - 1)) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return lines
+
+
+def claims_table(claims: list) -> str:
+    """An artifact's verdict objects (:class:`lipgnn.results.artifact.Claim`) as a markdown table, for the
+    artifact's own section of a report part."""
+    if not claims:
+        return "no claims\n"
+    rows = [[f"“{c.quote}”", c.section, f"**{c.verdict}**", c.evidence, str(c.n_runs)] for c in claims]
+    return "\n".join(md_table(["claim", "where", "verdict", "evidence", "runs"], rows)) + "\n"
