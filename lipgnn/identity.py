@@ -65,13 +65,20 @@ def _plain(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
     return copy.deepcopy(dict(cfg))
 
 
-def _get(tree: Mapping[str, Any], dotted: str) -> Any:
+def get_dotted(tree: Mapping[str, Any], dotted: str, default: Any = None) -> Any:
+    """``tree["a"]["b"]`` for ``"a.b"`` in a plain nested dict, else ``default`` (also for a stored None when a
+    default is given). Records' configs are plain dicts read from JSON, not OmegaConf objects, so
+    OmegaConf.select does not apply (wrapping every record in an OmegaConf node would cost more than the
+    whole table build)."""
     node: Any = tree
     for part in dotted.split("."):
         if not isinstance(node, Mapping) or part not in node:
-            return None
+            return default
         node = node[part]
-    return node
+    return default if node is None and default is not None else node
+
+
+_get = get_dotted
 
 
 def _pop(tree: dict[str, Any], dotted: str) -> Any:

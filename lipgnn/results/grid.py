@@ -27,6 +27,7 @@ import pandas as pd
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
+from lipgnn.identity import get_dotted
 from lipgnn.results.records import IGNORED_CONFIG_KEYS
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -179,14 +180,7 @@ def _same(value: Any, expected: Any) -> bool:
     return str(value) == str(expected)
 
 
-def _get(cfg: Mapping[str, Any], dotted: str) -> Any:
-    # Records' configs are plain dicts read from JSON (see records._get).
-    node: Any = cfg
-    for part in dotted.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return None
-        node = node[part]
-    return node
+_get = get_dotted
 
 
 def matches(cfg: Mapping[str, Any], point: Mapping[str, Any]) -> bool:

@@ -18,6 +18,7 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from lipgnn.identity import config_key as identity_config_key
+from lipgnn.identity import get_dotted
 
 # The flat columns of ``load_records``, in the order given by docs/ARCHITECTURE.md ...
 RECORD_COLUMNS: tuple[str, ...] = (
@@ -169,15 +170,7 @@ def records_frame(rows: list[dict]) -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------------- helpers
 
 
-def _get(cfg: Mapping[str, Any], dotted: str, default: Any = None) -> Any:
-    # Records' configs are plain dicts read from JSON, not OmegaConf objects, so OmegaConf.select does not
-    # apply (wrapping every record in an OmegaConf node would cost more than the whole table build).
-    node: Any = cfg
-    for part in dotted.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return default
-        node = node[part]
-    return default if node is None and default is not None else node
+_get = get_dotted
 
 
 def jsonable(value: Any) -> Any:
