@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -70,3 +70,14 @@ def run_cli(args: Sequence[str], cwd: Path, env: dict[str, str] | None = None,
 
 def files_under(path: Path) -> list[Path]:
     return sorted(p for p in path.rglob("*") if p.is_file())
+
+
+@pytest.fixture(scope="module")
+def single_thread() -> Iterator[None]:
+    """One intra-op thread for a module of tiny graphs, where more threads only add contention."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -31,13 +31,7 @@ COMBOS = [(m, n) for m in MODEL_NAMES for n in ("none", "pairnorm", "layernorm")
 ]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread():
-    """The graphs here are tiny: intra-op threads only add contention on the shared 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def model_cfg(name: str, /, **overrides):

@@ -23,12 +23,7 @@ CONF = Path(__file__).resolve().parents[1] / "conf"
 NONE = OmegaConf.create({"name": "none"})
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def san_cfg(**overrides):
