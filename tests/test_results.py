@@ -622,3 +622,21 @@ def test_titles_say_mean_and_std_only_when_a_point_has_several_seeds(tmp_path: P
     write_record(tmp_path, make_record("fig4", model="gat", norm="lip", dataset="pubmed", missing_rate=100,
                                        depth=2, seed=1))
     assert "mean ± std over seeds" in fig4(load_records(tmp_path, "fig4")).axes[0].get_title()
+
+
+def test_a_figure_point_is_partial_against_its_declared_grid_not_the_fullest_point(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fig. 6's cpu grid puts 2 runs (lr 0.005 and 0.001, one seed) in each point: with one run per point
+    so far, every point is partial, although each is as full as the fullest."""
+    from lipgnn.config import CONF_DIR
+    from lipgnn.results.grid import declared_full
+    from lipgnn.results.protocol import full_grid_size
+
+    monkeypatch.setattr(grid, "CONF_DIR", Path(CONF_DIR))  # the project's own grids, not this module's empty one
+
+    runs = pd.DataFrame([{"experiment": "fig6", "budget": "cpu", "dataset": "cora", "variant": v, "depth": d}
+                         for v in ("GAT", "GAT-Lip") for d in (2, 10)])
+    keys = ["dataset", "variant", "depth"]
+    assert full_grid_size(runs, keys) == 1
+    assert declared_full(runs, "fig6", keys) == 2
+    assert declared_full(runs.assign(experiment="adhoc"), "adhoc", keys) == 1  # no declared grid: the fullest

@@ -257,3 +257,18 @@ def expected_runs(df: pd.DataFrame, experiment: str, **cell: Any) -> int | None:
             if all(k not in keys or _same(keys[k], v) for k, v in cell.items()):
                 count += 1
     return count
+
+
+def declared_full(runs: pd.DataFrame, experiment: str, keys: list[str]) -> int:
+    """Runs a complete point of ``keys`` (e.g. dataset, variant, depth) has: the most the declared grid puts
+    in any point present in ``runs``, so a point is partial against what its sweep asks for, not against the
+    fullest point run so far. Without a declared grid, the fullest point's count (``full_grid_size``)."""
+    from lipgnn.results.protocol import full_grid_size
+
+    if runs.empty:
+        return 0
+    counts = [expected_runs(runs, experiment, **dict(zip(keys, group if isinstance(group, tuple) else (group,),
+                                                         strict=True)))
+              for group in runs.groupby(keys, dropna=True, sort=False).groups]
+    declared = [c for c in counts if c]
+    return max(declared) if declared else full_grid_size(runs, keys)

@@ -11,8 +11,9 @@ import pandas as pd
 
 from lipgnn.results.artifact import Artifact
 from lipgnn.results.artifacts.lipschitznorm import table3
+from lipgnn.results.grid import declared_full
 from lipgnn.results.labels import NEEDS_OGB, NOT_RUN, NOT_RUN_BUDGET, OGB_DATASETS, dataset_name, missing_text
-from lipgnn.results.protocol import Selection, full_grid_size, of_dataset, with_selected_metrics
+from lipgnn.results.protocol import Selection, of_dataset, with_selected_metrics
 from lipgnn.results.protocol import at as rows_at
 from lipgnn.results.protocol import depths as depths_of
 from lipgnn.results.render.text import joined, md_table, pct
@@ -74,7 +75,7 @@ def figure(df: pd.DataFrame) -> matplotlib.figure.Figure:
     fig = Figure(figsize=(13, 3.9), layout="constrained")
     axes = fig.subplots(1, 4)
     handles: dict[str, object] = {}
-    full = full_grid_size(runs, ["dataset", "variant", "depth"])
+    full = declared_full(runs, "fig6", ["dataset", "variant", "depth"])
     hollow = multi = False
     for ax, dataset in zip(axes, DATASETS, strict=True):
         sub = runs[runs["dataset"].astype(str).str.lower() == dataset]
@@ -139,7 +140,7 @@ def _block(df: pd.DataFrame) -> tuple[str, list[Finding]]:
              "prints no numbers for these figures.", "", "**Fig. 3** — " + runs_line(_of(df, "fig3"), "fig3"),
              ""]
     runs = with_selected_metrics(_of(df, "fig3"))
-    full3 = full_grid_size(runs, ["dataset", "variant", "depth"])
+    full3 = declared_full(runs, "fig3", ["dataset", "variant", "depth"])
     if runs.empty:
         lines.append(found.line("Fig. 3, GAT-Lip vs GAT", CANNOT_JUDGE, f"fig3 {NOT_RUN_BUDGET}."))
     for dataset in datasets(runs):
@@ -165,7 +166,7 @@ def _block(df: pd.DataFrame) -> tuple[str, list[Finding]]:
                                               "best train accuracy", bar, full3, value="max_train")), ""]
     df6 = _of(df, "fig6")
     runs6 = with_selected_metrics(df6)
-    full6 = full_grid_size(runs6, ["dataset", "variant", "depth"])
+    full6 = declared_full(runs6, "fig6", ["dataset", "variant", "depth"])
     lines += ["", "**Fig. 6** — " + runs_line(df6, "fig6"), ""]
     present = datasets(runs6)
     for dataset in [d for d in DATASETS if d not in present]:
