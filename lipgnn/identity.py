@@ -78,9 +78,6 @@ def get_dotted(tree: Mapping[str, Any], dotted: str, default: Any = None) -> Any
     return default if node is None and default is not None else node
 
 
-_get = get_dotted
-
-
 def _pop(tree: dict[str, Any], dotted: str) -> Any:
     *parents, leaf = dotted.split(".")
     node: Any = tree
@@ -112,17 +109,17 @@ def identity_config(cfg: DictConfig | Mapping[str, Any], *, seed: bool = True) -
     tree = _plain(cfg)
     for old, new in RENAMED.items():
         value = _pop(tree, old)
-        if value is not None and _get(tree, new) is None:
+        if value is not None and get_dotted(tree, new) is None:
             _set(tree, new, value)
     for key in NON_IDENTITY_KEYS:
         _pop(tree, key)
     for key, when, values in APPLIES_WHEN:
-        if key.startswith("dataset.") and _get(tree, "dataset.kind") not in _SPLIT_KINDS:
+        if key.startswith("dataset.") and get_dotted(tree, "dataset.kind") not in _SPLIT_KINDS:
             continue
-        if _get(tree, when) not in values:
+        if get_dotted(tree, when) not in values:
             _pop(tree, key)
     for key, neutral in NEUTRAL.items():
-        value = _get(tree, key)
+        value = get_dotted(tree, key)
         if value is not None and value == neutral:
             _pop(tree, key)
     if not seed:

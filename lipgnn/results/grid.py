@@ -180,14 +180,11 @@ def _same(value: Any, expected: Any) -> bool:
     return str(value) == str(expected)
 
 
-_get = get_dotted
-
-
 def matches(cfg: Mapping[str, Any], point: Mapping[str, Any]) -> bool:
     """Does a record's config have every value a declared point asks for? (A key the run lacks counts as
     its default: False for booleans, else a mismatch.)"""
     for key, expected in point.items():
-        value = _get(cfg, key)
+        value = get_dotted(cfg, key)
         if value is None and isinstance(expected, bool):
             value = False
         if not _same(value, expected):

@@ -106,9 +106,9 @@ def flatten_record(record: Mapping[str, Any], path: str | Path | None = None) ->
     cfg = record.get("config") or {}
     best = record.get("best") or {}
     last = record.get("last") or {}
-    model = _get(cfg, "model.name")
-    norm = _get(cfg, "norm.name", "none")
-    residual = _truthy(_get(cfg, "model.residual", False))
+    model = get_dotted(cfg, "model.name")
+    norm = get_dotted(cfg, "norm.name", "none")
+    residual = _truthy(get_dotted(cfg, "model.residual", False))
     history = record.get("history") or {}
     tracked = record.get("best_train") or {}
     return {
@@ -117,17 +117,17 @@ def flatten_record(record: Mapping[str, Any], path: str | Path | None = None) ->
         "status": record.get("status"),
         "model": model,
         "norm": norm,
-        "dataset": _get(cfg, "dataset.name"),
-        "depth": _get(cfg, "depth"),
-        "seed": _get(cfg, "seed", record.get("seed")),
+        "dataset": get_dotted(cfg, "dataset.name"),
+        "depth": get_dotted(cfg, "depth"),
+        "seed": get_dotted(cfg, "seed", record.get("seed")),
         "residual": residual,
-        "missing_rate": _get(cfg, "dataset.missing_rate", 0),
-        "tree_depth": _get(cfg, "dataset.tree_depth"),
-        "lr": _get(cfg, "train.lr"),
-        "hidden": _get(cfg, "model.hidden"),
-        "heads": _get(cfg, "model.heads"),
-        "dropout": _get(cfg, "model.dropout"),
-        "budget": _get(cfg, "budget.name"),
+        "missing_rate": get_dotted(cfg, "dataset.missing_rate", 0),
+        "tree_depth": get_dotted(cfg, "dataset.tree_depth"),
+        "lr": get_dotted(cfg, "train.lr"),
+        "hidden": get_dotted(cfg, "model.hidden"),
+        "heads": get_dotted(cfg, "model.heads"),
+        "dropout": get_dotted(cfg, "model.dropout"),
+        "budget": get_dotted(cfg, "budget.name"),
         "metric": record.get("metric"),
         "best_epoch": best.get("epoch"),
         "best_train": best.get("train"),
@@ -143,8 +143,8 @@ def flatten_record(record: Mapping[str, Any], path: str | Path | None = None) ->
         # Best train accuracy over all epochs: the TREES protocol (Alon & Yahav report best train accuracy).
         "max_train": _max_finite(history.get("train")),
         # train.selection is validated to best_val | last when the run is configured.
-        "selection": "last" if str(_get(cfg, "train.selection", "best_val")).lower() == "last" else "best_val",
-        "epochs": _get(cfg, "train.epochs"),
+        "selection": "last" if str(get_dotted(cfg, "train.selection", "best_val")).lower() == "last" else "best_val",
+        "epochs": get_dotted(cfg, "train.epochs"),
         "variant": variant_label(model, norm, residual) + label_extras(cfg) if model is not None else None,
         "config_key": config_key(cfg),
         "error": record.get("error"),
@@ -168,9 +168,6 @@ def records_frame(rows: list[dict]) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------------------------- helpers
-
-
-_get = get_dotted
 
 
 def jsonable(value: Any) -> Any:
