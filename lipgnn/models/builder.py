@@ -263,6 +263,10 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any) 
             lip_kwargs["alpha"] = float(_opt(norm_cfg, "alpha", 1.0))
             lip_kwargs["variant"] = _choice(_opt(norm_cfg, "formula", "paper"), LIP_VARIANTS, "norm.formula")
         gat_cls, gt_cls = attention_conv_classes(impl)
+        if impl == "fused" and act_cls is nn.ELU:
+            from lipgnn.nn.fused import ELU as FusedELU  # the same function, one compiled loop on CPU
+
+            act_cls = FusedELU
 
         def make_conv(layer: int) -> tuple[nn.Module, str]:
             if name == "gat":

@@ -18,6 +18,7 @@ Layout (one job per module, as PyG splits ``torch_geometric.nn.conv`` from ``tor
 ``lipschitz_csr``           LipschitzNorm's eq. (17)/(19) denominators per target node; the definition
                             is :mod:`lipgnn.nn.lipschitz`, which the tests hold these equal to
 ``dropout``                 dropout equal in distribution to ``F.dropout``, without a stored mask
+``activation``              ELU (the deep GAT/GT blocks' activation) as one compiled loop each way
 ``kernels``                 the compiled CPU loops (numba) of all of the above; each has an eager twin
                             in the module that calls it (CUDA, or ``LIPGNN_KERNELS=eager``)
 ``gat_conv``                :class:`FusedLipGATConv`
@@ -30,6 +31,7 @@ within 1e-5 (values and gradients).
 """
 
 from lipgnn.nn.fused import kernels
+from lipgnn.nn.fused.activation import ELU
 from lipgnn.nn.fused.dropout import dropout
 from lipgnn.nn.fused.gat_conv import FusedLipGATConv
 from lipgnn.nn.fused.graph import CSRGraph, clear_csr_cache, get_csr_graph
@@ -59,6 +61,7 @@ FusedLipTransformerConv.__module__ = __name__
 __all__ = [
     "MAX_SHIFT_FREE_BOUND",
     "CSRGraph",
+    "ELU",
     "FusedLipGATConv",
     "FusedLipTransformerConv",
     "add_sq_norm_grad_",

@@ -73,6 +73,8 @@ def _spmm(ptr: Tensor, col: Tensor, values: Tensor, x: Tensor, shape: tuple[int,
 
 def _sddmm(graph: CSRGraph, a: Tensor, b: Tensor) -> Tensor:
     """``out[e, h] = <a[row_e, h], b[col_e, h]>`` for ``a [N_dst, H, C]``, ``b [N_src, H, C]``."""
+    if kernels.available(a, b):
+        return kernels.sddmm(a, b, graph.rowptr, graph.col)
     heads = a.size(1)
     # beta=0: the pattern's values are ignored, but give zeros so no NaN can leak through.
     pattern = _csr(graph.csr_ptr, graph.csr_col, a.new_zeros(graph.num_edges), graph.shape)

@@ -1,0 +1,79 @@
+"""The fused path's ELU and compiled SDDMM against torch (lipgnn.nn.fused.activation, kernels.sddmm)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lipgnn.nn.fused import ELU, CSRGraph, kernels
+from lipgnn.nn.fused.sparse import _sddmm
+
+pytestmark = pytest.mark.skipif(kernels.numba is None, reason="numba not installed")
+
+
+@pytest.mark.parametrize("alpha", [1.0, 0.5])
+def test_elu_equals_torch_in_value_and_gradient(alpha: float) -> None:
+    """Every float32 from -100 to 30 (ELU saturates below, the polynomial's range reduction spans
+    all of it) and random hidden features: values within float32 rounding of ``F.elu``, gradients too."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.cat([torch.linspace(-100.0, 30.0, 200_001), 4 * torch.randn(3000, generator=gen)])
+    leaf, ref_leaf = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+    y, ref = ELU(alpha)(leaf), F.elu(ref_leaf, alpha)
+    assert y.grad_fn is not None and "ELU" in type(y.grad_fn).__name__ and y.grad_fn is not ref.grad_fn
+    torch.testing.assert_close(y, ref, rtol=0, atol=2e-7)
+    g = torch.randn(x.shape, generator=gen)
+    y.backward(g)
+    ref.backward(g)
+    torch.testing.assert_close(leaf.grad, ref_leaf.grad, rtol=0, atol=5e-7)
+    # hand-computed points: ELU(-1) = alpha (e^-1 - 1), ELU(2) = 2, saturation at -alpha
+    pts = ELU(alpha)(torch.tensor([-1.0, 2.0, -100.0, 0.0]))
+    torch.testing.assert_close(pts, torch.tensor([alpha * (0.36787944117 - 1), 2.0, -alpha, 0.0]))
+
+
+def test_elu_propagates_nan_and_infinities() -> None:
+    """A diverging run must still show its NaN (the trainer stops on it)."""
+    y = ELU()(torch.tensor([float("nan"), float("inf"), -float("inf")]))
+    assert torch.isnan(y[0]) and y[1] == float("inf") and y[2] == -1.0
+
+
+def test_elu_falls_back_where_the_loop_does_not_apply() -> None:
+    """float64 (the loop's exp is float32), inplace=True and the eager switch give torch's own ELU."""
+    x = torch.linspace(-5, 5, 101, dtype=torch.float64, requires_grad=True)
+    assert type(ELU()(x).grad_fn).__name__ == type(F.elu(x).grad_fn).__name__
+    with kernels.disabled():
+        y = ELU()(x.float())
+    assert type(y.grad_fn).__name__ == type(F.elu(x.float()).grad_fn).__name__
+    z = torch.linspace(-5, 5, 11)
+    ELU(inplace=True)(z)
+    torch.testing.assert_close(z, F.elu(torch.linspace(-5, 5, 11)))
+
+
+def test_fused_models_use_the_compiled_elu_and_pyg_models_torchs() -> None:
+    from lipgnn.models import build_model
+
+    spec = SimpleNamespace(num_features=5, num_classes=3, input="dense", vocab_sizes=(), edge_dim=None)
+    cfg = {"name": "gat", "hidden": 8, "heads": 1, "dropout": 0.0, "attn_dropout": 0.0}
+    fused = build_model(SimpleNamespace(**cfg, impl="fused"), SimpleNamespace(name="lip"), spec, 3)
+    ref = build_model(SimpleNamespace(**cfg, impl="pyg"), SimpleNamespace(name="lip"), spec, 3)
+    assert [type(b.act) for b in fused.blocks] == [ELU, ELU, type(None)]
+    assert [type(b.act) for b in ref.blocks] == [torch.nn.ELU, torch.nn.ELU, type(None)]
+    assert fused.state_dict().keys() == ref.state_dict().keys()
+
+
+@pytest.mark.parametrize("heads", [1, 3])
+def test_compiled_sddmm_equals_the_dense_definition(heads: int) -> None:
+    """``s[e, h] = <a[row_e, h], b[col_e, h]>`` on a graph with duplicate edges and rows without edges,
+    compiled (float32) against the definition in float64 and against ``sampled_addmm`` (eager)."""
+    gen = torch.Generator().manual_seed(1)
+    src = torch.tensor([0, 1, 2, 2, 3, 4, 5, 5, 1, 0, 3, 3, 4, 6])
+    dst = torch.tensor([0, 0, 0, 1, 1, 1, 2, 3, 3, 3, 4, 4, 4, 2])
+    graph = CSRGraph.from_edge_index(torch.stack([src, dst]), 8, add_self_loops=False)
+    a, b = torch.randn(8, heads, 16, generator=gen), torch.randn(8, heads, 16, generator=gen)
+    got = _sddmm(graph, a, b)
+    want = (a.double()[graph.row] * b.double()[graph.col]).sum(-1)
+    torch.testing.assert_close(got.double(), want, rtol=1e-6, atol=1e-6)
+    with kernels.disabled():
+        torch.testing.assert_close(_sddmm(graph, a, b), got)
