@@ -8,7 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lipgnn.nn.fused import ELU, CSRGraph, kernels
+from lipgnn.nn.fused import ELU, CSRGraph, FusedLipGATConv, kernels
+from lipgnn.nn.fused.activation import bias_elu
 from lipgnn.nn.fused.sparse import _sddmm
 
 pytestmark = pytest.mark.skipif(kernels.numba is None, reason="numba not installed")
@@ -22,7 +23,7 @@ def test_elu_equals_torch_in_value_and_gradient(alpha: float) -> None:
     x = torch.cat([torch.linspace(-100.0, 30.0, 200_001), 4 * torch.randn(3000, generator=gen)])
     leaf, ref_leaf = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
     y, ref = ELU(alpha)(leaf), F.elu(ref_leaf, alpha)
-    assert y.grad_fn is not None and "ELU" in type(y.grad_fn).__name__ and y.grad_fn is not ref.grad_fn
+    assert "BiasELU" in type(y.grad_fn.next_functions[0][0]).__name__  # the compiled loop (1-D: viewed 2-D)
     torch.testing.assert_close(y, ref, rtol=0, atol=2e-7)
     g = torch.randn(x.shape, generator=gen)
     y.backward(g)
@@ -51,16 +52,63 @@ def test_elu_falls_back_where_the_loop_does_not_apply() -> None:
     torch.testing.assert_close(z, F.elu(torch.linspace(-5, 5, 11)))
 
 
-def test_fused_models_use_the_compiled_elu_and_pyg_models_torchs() -> None:
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_bias_elu_equals_elu_of_the_sum_with_the_bias_gradient(with_bias: bool) -> None:
+    """``bias_elu(x, b)`` = ``F.elu(x + b)``: values, ``∂x`` and ``∂b`` (summed over 5000 rows)."""
+    gen = torch.Generator().manual_seed(2)
+    x, b = 3 * torch.randn(5000, 24, generator=gen), torch.randn(24, generator=gen)
+    leaves = [x.clone().requires_grad_(True), b.clone().requires_grad_(True)]
+    refs = [x.clone().requires_grad_(True), b.clone().requires_grad_(True)]
+    y = bias_elu(leaves[0], leaves[1] if with_bias else None, 0.7)
+    ref = F.elu(refs[0] + refs[1] if with_bias else refs[0], 0.7)
+    assert "BiasELU" in type(y.grad_fn).__name__
+    torch.testing.assert_close(y, ref, rtol=0, atol=2e-7)
+    g = torch.randn(y.shape, generator=gen)
+    y.backward(g)
+    ref.backward(g)
+    torch.testing.assert_close(leaves[0].grad, refs[0].grad, rtol=0, atol=5e-7)
+    if with_bias:
+        torch.testing.assert_close(leaves[1].grad, refs[1].grad, rtol=1e-6, atol=1e-5)
+    else:
+        assert leaves[1].grad is None
+
+
+def test_fused_models_apply_elu_with_the_bias_and_equal_the_pyg_model() -> None:
+    """model.impl=fused builds the compiled ELU and its GAT blocks apply it with the bias in one pass
+    (``forward(..., activation=)``); logits and every gradient equal model.impl=pyg's, dropout off."""
     from lipgnn.models import build_model
 
     spec = SimpleNamespace(num_features=5, num_classes=3, input="dense", vocab_sizes=(), edge_dim=None)
-    cfg = {"name": "gat", "hidden": 8, "heads": 1, "dropout": 0.0, "attn_dropout": 0.0}
+    cfg = {"name": "gat", "hidden": 8, "heads": 2, "dropout": 0.0, "attn_dropout": 0.0}
     fused = build_model(SimpleNamespace(**cfg, impl="fused"), SimpleNamespace(name="lip"), spec, 3)
     ref = build_model(SimpleNamespace(**cfg, impl="pyg"), SimpleNamespace(name="lip"), spec, 3)
     assert [type(b.act) for b in fused.blocks] == [ELU, ELU, type(None)]
     assert [type(b.act) for b in ref.blocks] == [torch.nn.ELU, torch.nn.ELU, type(None)]
-    assert fused.state_dict().keys() == ref.state_dict().keys()
+    fused.load_state_dict(ref.state_dict())
+    gen = torch.Generator().manual_seed(4)
+    x = torch.randn(40, 5, generator=gen)
+    ei = torch.randint(0, 40, (2, 160), generator=gen)
+    h = fused.encode(x)
+    assert "BiasELU" in type(fused.blocks[0](h, ei).grad_fn).__name__
+    out, want = fused(x, ei), ref(x, ei)
+    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
+    g = torch.randn(out.shape, generator=gen)
+    out.backward(g)
+    want.backward(g)
+    for (name, p), q in zip(fused.named_parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-5, msg=name)
+
+
+def test_activation_argument_is_the_layer_then_the_activation() -> None:
+    gen = torch.Generator().manual_seed(6)
+    conv = FusedLipGATConv(6, 6)
+    x, ei = torch.randn(12, 6, generator=gen), torch.randint(0, 12, (2, 30), generator=gen)
+    relu = torch.nn.ReLU()
+    torch.testing.assert_close(conv(x, ei, activation=relu), relu(conv(x, ei)))
+    torch.testing.assert_close(conv(x, ei, activation=torch.nn.ELU(0.5)), F.elu(conv(x, ei), 0.5))
+    out, (_, alpha) = conv(x, ei, return_attention_weights=True, activation=torch.nn.ELU())  # reference path
+    torch.testing.assert_close(out, F.elu(conv(x, ei)))
+    assert alpha.shape[1] == 1
 
 
 @pytest.mark.parametrize("heads", [1, 3])

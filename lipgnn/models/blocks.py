@@ -139,8 +139,12 @@ class GNNBlock(nn.Module):
         h = self.block_norm(x) if self.placement == "pre" else x
         # A conv may bring its own dropout for its input (the fused layers do: same distribution, faster).
         h = getattr(self.conv, "feature_dropout", F.dropout)(h, self.dropout, self.training)
+        act = self.act
         if self.call == "attention":
-            if self.nonlocal_mp is None:
+            if self.nonlocal_mp is None and self.layer_norm is None and getattr(self.conv, "applies_activation", False):
+                # the fused layers apply the activation with their bias in one pass (same function)
+                h, act = self.conv(h, edge_index, edge_attr, activation=act), None
+            elif self.nonlocal_mp is None:
                 h = self.conv(h, edge_index, edge_attr)
             else:
                 h = self.nonlocal_mp(self.conv, h, edge_index, edge_attr)
@@ -152,8 +156,8 @@ class GNNBlock(nn.Module):
             h = self.conv(h, edge_index)
         if self.layer_norm is not None:
             h = self.layer_norm(h)
-        if self.act is not None:
-            h = self.act(h)
+        if act is not None:
+            h = act(h)
         if self.pair_norm is not None:
             h = self.pair_norm(h)
         if self.placement == "pre":

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
 from lipgnn.nn.fused import kernels
+from lipgnn.nn.fused.activation import bias_elu
 from lipgnn.nn.fused.base import CSRHeads, fallback_reason, finish_heads
 from lipgnn.nn.fused.dropout import dropout
 from lipgnn.nn.fused.graph import CSRGraph, resolve_graph
@@ -98,6 +99,8 @@ class FusedLipGATConv(LipGATConv):
     # Feature dropout on this layer's input: deep models call ``conv.feature_dropout(x, p, training)``
     # where present (same distribution as ``F.dropout``, several times faster on CPU).
     feature_dropout = staticmethod(dropout)
+    #: ``forward`` takes ``activation=`` (deep models pass their block's activation, see :meth:`forward`).
+    applies_activation = True
 
     def forward(  # type: ignore[override]
         self,
@@ -106,11 +109,27 @@ class FusedLipGATConv(LipGATConv):
         edge_attr: Tensor | None = None,
         size: tuple[int, int] | None = None,
         return_attention_weights: bool | None = None,
+        *,
+        activation: nn.Module | None = None,
     ):
+        """The layer's output, or ``activation`` of it. For an ELU (``torch.nn.ELU`` or
+        :class:`lipgnn.nn.fused.ELU`, not in place) the activation is applied with the bias add in one
+        pass each way (:func:`~lipgnn.nn.fused.activation.bias_elu`) instead of two; deep models pass
+        it where nothing sits between the layer and its activation (:class:`lipgnn.models.blocks.GNNBlock`)."""
         if fallback_reason(x, edge_index, size, return_attention_weights) is not None:
             if isinstance(edge_index, CSRGraph):
                 raise ValueError("a CSRGraph edge_index only works with a single node-feature tensor x")
-            return super().forward(x, edge_index, edge_attr, size, return_attention_weights)
+            result = super().forward(x, edge_index, edge_attr, size, return_attention_weights)
+            if activation is None:
+                return result
+            return (activation(result[0]), result[1]) if isinstance(result, tuple) else activation(result)
+        fold = isinstance(activation, nn.ELU) and not activation.inplace
+        out = self._forward_csr(x, edge_index, edge_attr, float(activation.alpha) if fold else None)
+        return activation(out) if activation is not None and not fold else out
+
+    def _forward_csr(self, x: Tensor, edge_index: Tensor | CSRGraph, edge_attr: Tensor | None,
+                     elu_alpha: float | None) -> Tensor:
+        """The CSR forward; with ``elu_alpha`` the bias add and an ELU in one pass."""
         assert isinstance(x, Tensor)
         res = self.res(x) if self.res is not None else None
         out = self._csr_heads(x, edge_index, edge_attr).heads
@@ -118,6 +137,8 @@ class FusedLipGATConv(LipGATConv):
         out = finish_heads(out, self.concat)
         if res is not None:
             out = out + res
+        if elu_alpha is not None:
+            return bias_elu(out, self.bias, elu_alpha)
         if self.bias is not None:
             out = out + self.bias
         return out

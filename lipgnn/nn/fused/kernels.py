@@ -62,8 +62,8 @@ __all__ = [
     "available",
     "disabled",
     "dropout_",
-    "elu",
-    "elu_backward",
+    "bias_elu",
+    "bias_elu_backward",
     "eq19_scale",
     "eq19_scale_backward",
     "gat_edge_scores",
@@ -320,25 +320,24 @@ if numba is not None:
     # calls the scalar expf: ~4x slower than torch's ELU, ~6x slower than this). Cephes' expf: x = k ln2 + r,
     # |r| <= ln2 / 2, a degree-7 polynomial for e^r (<= 2 ulp), 2^k from the exponent bits. Inputs are
     # clamped to [-87, 0] (e^-87 is still a normal float32; ELU only needs the negative side).
-    _EXP_BLOCK = 512
 
     @_jit_fast
-    def _elu(x, out, alpha, one):  # pragma: no cover - compiled
-        xf, of = x.reshape(-1), out.reshape(-1)
-        n = xf.size
+    def _bias_elu(x, bias, out, alpha, one):  # pragma: no cover - compiled
+        # out[i, t] = ELU(x[i, t] + bias[t]) for float32 [R, F] x, out (F-sized scratch rows stay in L1)
+        r_dim, f_dim = x.shape
         zero, lo, half = one - one, one * np.float32(-87.0), one * np.float32(0.5)
         log2e, ln2_hi, ln2_lo = np.float32(1.4426950408889634), np.float32(0.693359375), np.float32(-2.12194440e-4)
         p0, p1, p2 = np.float32(1.9875691500e-4), np.float32(1.3981999507e-3), np.float32(8.3334519073e-3)
         p3, p4, p5 = np.float32(4.1665795894e-2), np.float32(1.6666665459e-1), np.float32(5.0000001201e-1)
-        bits = np.empty(_EXP_BLOCK, np.int32)
+        bits = np.empty(f_dim, np.int32)
         pow2 = bits.view(np.float32)
-        poly = np.empty(_EXP_BLOCK, np.float32)
-        for s in range(0, n, _EXP_BLOCK):
-            m = min(_EXP_BLOCK, n - s)
-            xs, ys = xf[s:s + m], of[s:s + m]
-            for t in range(m):
-                v = xs[t]
-                v = v if v < zero else zero
+        poly = np.empty(f_dim, np.float32)
+        h = np.empty(f_dim, np.float32)
+        for i in range(r_dim):
+            for t in range(f_dim):
+                u = x[i, t] + bias[t]
+                h[t] = u
+                v = u if u < zero else zero
                 v = v if v > lo else lo
                 kn = np.int32(half - v * log2e)  # -k = -round(v / ln2), truncating a positive number
                 kf = np.float32(kn)
@@ -346,18 +345,23 @@ if numba is not None:
                 p = ((((p0 * r + p1) * r + p2) * r + p3) * r + p4) * r + p5
                 poly[t] = p * r * r + r + one
                 bits[t] = (np.int32(127) - kn) << np.int32(23)  # the float32 2^k
-            for t in range(m):
-                v = xs[t]
+            for t in range(f_dim):
+                u = h[t]
                 # written so that a NaN input stays NaN (it is not <= 0)
-                ys[t] = alpha * (poly[t] * pow2[t] - one) if v <= zero else v
+                out[i, t] = alpha * (poly[t] * pow2[t] - one) if u <= zero else u
 
     @_jit_fast
-    def _elu_bwd(grad, y, out, alpha):  # pragma: no cover - compiled
-        # d ELU / dx = 1 for x > 0, alpha e^x = y + alpha otherwise, from the output y (torch's rule)
-        gf, yf, of = grad.reshape(-1), y.reshape(-1), out.reshape(-1)
-        for t in range(gf.size):
-            v = yf[t]
-            of[t] = gf[t] * (v + alpha) if v <= 0 else gf[t]
+    def _bias_elu_bwd(grad, y, out, grad_bias, with_bias, alpha):  # pragma: no cover - compiled
+        # d ELU / dx = 1 for x > 0, alpha e^x = y + alpha otherwise, from the output y (torch's rule);
+        # the bias gradient (column sums) accumulates in float64 (grad_bias), rows in order
+        r_dim, f_dim = grad.shape
+        for i in range(r_dim):
+            for t in range(f_dim):
+                v = y[i, t]
+                g = grad[i, t] * (v + alpha) if v <= 0 else grad[i, t]
+                out[i, t] = g
+                if with_bias:
+                    grad_bias[t] += g
 
     @_jit
     def _eq19_scale(rowptr, q_sq, k_max, v_max, alpha, eps, scale, u_out, v_out, w_out):  # pragma: no cover
@@ -409,18 +413,22 @@ def sddmm(a: Tensor, b: Tensor, rowptr: Tensor, col: Tensor) -> Tensor:
     return out
 
 
-def elu(x: Tensor, alpha: float) -> Tensor:
-    """``ELU(x) = x`` for ``x > 0``, ``alpha (e^x - 1)`` otherwise (a new tensor; NaN stays NaN)."""
+def bias_elu(x: Tensor, bias: Tensor | None, alpha: float) -> Tensor:
+    """``ELU(x + bias)`` (``x`` float32 ``[R, F]``, ``bias`` ``[F]`` or ``None``) → a new tensor: ``u`` for
+    ``u > 0``, ``alpha (e^u - 1)`` otherwise; NaN stays NaN."""
     out = x.new_empty(x.shape)
-    _elu(_np(x), out.numpy(), _zero(x) + alpha, _zero(x) + 1)
+    b = _np(bias) if bias is not None else np.zeros(x.size(1), np.float32)
+    _bias_elu(_np(x), b, out.numpy(), _zero(x) + alpha, _zero(x) + 1)
     return out
 
 
-def elu_backward(grad: Tensor, y: Tensor, alpha: float) -> Tensor:
-    """``∂L/∂x`` of :func:`elu` from its output ``y``: ``grad`` where ``y > 0``, ``grad (y + alpha)`` elsewhere."""
+def bias_elu_backward(grad: Tensor, y: Tensor, alpha: float, with_bias: bool) -> tuple[Tensor, Tensor | None]:
+    """``(∂L/∂x, ∂L/∂bias)`` of :func:`bias_elu` from its output ``y``: ``grad`` where ``y > 0``,
+    ``grad (y + alpha)`` elsewhere, and its column sums (``None`` without a bias)."""
     out = grad.new_empty(grad.shape)
-    _elu_bwd(_np(grad), _np(y), out.numpy(), _zero(y) + alpha)
-    return out
+    grad_bias = np.zeros(grad.size(1) if with_bias else 1, np.float64)
+    _bias_elu_bwd(_np(grad), _np(y), out.numpy(), grad_bias, with_bias, _zero(y) + alpha)
+    return out, (torch.from_numpy(grad_bias).to(grad.dtype) if with_bias else None)
 
 
 def dropout_(x: Tensor, out: Tensor, seed: int, keep: float) -> Tensor:
