@@ -20,7 +20,8 @@ Beside the step table, ``make bench`` measures (each optional):
 
 * ``train_py_pyg`` / ``train_py_fused``: whole ``train.py`` runs (:mod:`lipgnn.bench.e2e`: 30-layer
   GAT-Lip on PubMed, the model's dropouts, 20 epochs with evaluation, start-up included), as
-  interleaved pairs of fresh processes; graph ``pubmed``, depth 30;
+  interleaved pairs of fresh processes with warm dataset and numba caches; ``train_py_fused_cold``:
+  one fused run with numba's cache empty (its loops compiled in the run); graph ``pubmed``, depth 30;
 * ``gat_lip_layer``: one fused GAT-Lip layer forward + backward on PubMed beside its floor
   (:mod:`lipgnn.bench.floor`; ``ratio_vs_pyg`` holds measured / floor there), depth 1;
 * ``pyg_san`` / ``san`` / ``san_lip``: a 256-layer SAN step (Guan & He, ``conf/model/san.yaml``) on
@@ -64,7 +65,7 @@ LARGE_GRAPH_NODES = 100_000  # graphs above this size are capped at --large-max-
 
 
 SAN_VARIANTS: tuple[str, ...] = ("pyg_san", "san", "san_lip")
-E2E_VARIANTS: tuple[str, ...] = ("train_py_pyg", "train_py_fused")
+E2E_VARIANTS: tuple[str, ...] = ("train_py_pyg", "train_py_fused", "train_py_fused_cold")
 LAYER_VARIANT = "gat_lip_layer"
 
 
@@ -366,12 +367,15 @@ def _layer_floor(cfg: BenchConfig, log: Callable[[str], None]) -> tuple[Measurem
 
 def _e2e_measurements(cfg: BenchConfig, log: Callable[[str], None]) -> list[Measurement]:
     """Interleaved whole train.py runs, pyg against fused (:mod:`lipgnn.bench.e2e`)."""
-    from lipgnn.bench.e2e import run_pairs
+    from lipgnn.bench.e2e import cold_run, run_pairs
 
-    log(f"train.py end to end: {cfg.e2e_pairs} interleaved pairs")
+    log(f"train.py end to end: {cfg.e2e_pairs} interleaved pairs (dataset and numba caches warm), then one "
+        "fused run with numba's cache cold")
     runs = run_pairs(cfg.e2e_pairs, log=log)
     out = [Measurement("pubmed", 30, f"train_py_{impl}", times_s=walls, cpu_s=cpus)
            for impl, (walls, cpus) in runs.items()]
+    wall, cpu = cold_run(log=log)
+    out.append(Measurement("pubmed", 30, "train_py_fused_cold", times_s=[wall], cpu_s=[cpu]))
     base = out[0]
     for m in out:
         m.ratio_vs_pyg = m.median_s / base.median_s
@@ -497,7 +501,9 @@ def format_report(results: list[Measurement]) -> str:
                          f"tensors {a.tensor_peak_mb / b.tensor_peak_mb:.2f}x")
         for num, den, label in (("pyg_san", "san", "speed-up pyg_san/san"),
                                 ("pyg_san", "san_lip", "speed-up pyg_san/san_lip"),
-                                ("train_py_pyg", "train_py_fused", "train.py speed-up pyg/fused")):
+                                ("train_py_pyg", "train_py_fused", "train.py speed-up pyg/fused"),
+                                ("train_py_fused_cold", "train_py_fused",
+                                 "train.py fused with numba's cache cold / warm")):
             a, b = by_key.get((g, d, num)), by_key.get((g, d, den))
             if a is not None and b is not None and a.times_s and b.times_s:
                 parts.append(f"{label} {a.median_s / b.median_s:.2f} (cpu {a.cpu_median_s / b.cpu_median_s:.2f})")
