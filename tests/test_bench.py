@@ -76,6 +76,9 @@ def test_variants_share_weights_and_differ_only_in_the_conv() -> None:
         assert all(torch.equal(sa[k], sb[k]) for k in sa)
     # The ELU sits between convs, not after the last one (the models builder's stack).
     assert models["gat"].blocks[0].act is not None and models["gat"].blocks[-1].act is None
+    # The stock stacks keep torch's ELU; the fused ones use the fused path's (same function).
+    assert type(models["pyg_gat"].blocks[0].act) is torch.nn.ELU
+    assert type(models["gat"].blocks[0].act).__module__ == "lipgnn.nn.fused.activation"
 
 
 def test_graph_sizes_and_arguments() -> None:

@@ -127,6 +127,8 @@ def build_variant(variant: str, depth: int, num_features: int, num_classes: int,
     if variant.startswith("pyg_"):
         for block in model.blocks:
             block.conv = _stock_conv(kind, block.conv)
+            if isinstance(block.act, nn.ELU):  # the stock stack's own activation, not the fused path's
+                block.act = nn.ELU(block.act.alpha)
     if variant.endswith("_ckpt"):
         if not hasattr(model, "checkpoint_activations"):
             raise RuntimeError("lipgnn.models.DeepGNN has no checkpoint_activations switch")
