@@ -158,3 +158,28 @@ def test_san_variants_share_weights_and_outputs() -> None:
     fused.load_state_dict(pyg.state_dict())
     torch.testing.assert_close(fused.eval()(graph.x, graph.edge_index), pyg.eval()(graph.x, graph.edge_index),
                                rtol=1e-5, atol=1e-5)
+
+
+def test_e2e_pairs_alternate_and_share_warm_caches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pairs alternate which implementation goes first; every run gets the same dataset cache, filled
+    (with the compiled loops) before the first timed run; the cold run points numba at an empty folder."""
+    from lipgnn.bench import e2e
+
+    events: list[tuple[str, ...]] = []
+    monkeypatch.setattr(e2e, "warm_dataset", lambda cache, overrides=(): events.append(("data", cache)))
+    monkeypatch.setattr(e2e, "warm_kernels", lambda: events.append(("kernels",)))
+
+    def fake_run(impl: str, overrides=(), env=None) -> tuple[float, float]:
+        events.append((impl, env["LIPGNN_CACHE"], env.get("NUMBA_CACHE_DIR", "")))
+        return 1.0, 2.0
+
+    monkeypatch.setattr(e2e, "train_run", fake_run)
+    runs = e2e.run_pairs(2, log=lambda _: None)
+    assert [e[0] for e in events] == ["data", "kernels", "pyg", "fused", "fused", "pyg"]
+    assert {e[1] for e in events if e[0] != "kernels"} == {events[0][1]}
+    assert all(e[2] == "" for e in events[2:])
+    assert runs == {"pyg": ([1.0, 1.0], [2.0, 2.0]), "fused": ([1.0, 1.0], [2.0, 2.0])}
+    events.clear()
+    assert e2e.cold_run(log=lambda _: None) == (1.0, 2.0)
+    (_, cache), (impl, env_cache, numba_dir) = events
+    assert impl == "fused" and env_cache == cache and numba_dir and not Path(numba_dir).exists()

@@ -32,7 +32,9 @@ whichever norm they were trained with.
 
 ``model.impl`` is resolved in one place, :func:`attention_conv_classes`: ``pyg`` → ``lipgnn.nn``;
 ``fused`` → ``lipgnn.nn.fused`` (imported lazily), which must provide ``FusedLipGATConv`` and
-``FusedLipTransformerConv`` with the constructors of ``LipGATConv`` / ``LipTransformerConv``.
+``FusedLipTransformerConv`` with the constructors of ``LipGATConv`` / ``LipTransformerConv``, and the
+ELU those blocks use (``lipgnn.nn.fused.ELU``: the same function as ``torch.nn.ELU``, a compiled loop on
+CPU, which a fused GAT layer applies together with its bias).
 """
 
 from __future__ import annotations
