@@ -19,7 +19,6 @@ import pandas as pd
 
 from lipgnn.diagnostics.frames import ARCH_LABELS, ARCHITECTURES, energy_frame, geo_stats, sci
 from lipgnn.results.artifact import Artifact
-from lipgnn.results.render.text import claims_table
 from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS, HOLDS_IN_PART, NOT_RUN, TOO_FEW_SEEDS, Claim
 
 DATASETS: tuple[str, ...] = ("cora", "citeseer", "pubmed", "cs", "physics")
@@ -219,7 +218,6 @@ def report(df: pd.DataFrame) -> dict[str, str]:
         per_arch.append(f"| init={init}, features={features} | " + " | ".join(vals) + " |")
     blocks["gh_energy-choices"] = "\n".join(choice_rows + per_arch)
     blocks["gh_energy-features"] = features_block(c)
-    blocks["gh_energy-claims"] = claims_table(claims(df))
     return blocks
 
 
