@@ -154,7 +154,8 @@ def table(records: pd.DataFrame) -> dict[str, str]:
     if t.empty:
         md.append("not run")
     else:
-        body = [[str(r.group), str(r.variant), str(r.experiment), str(r.depth), fmt_value(r.lr),
+        body = [[str(r.group), str(r.variant), str(r.experiment), str(r.depth),
+                 fmt_value(r.lr) if math.isfinite(r.lr) else "–",
                  f"{r.val_acc:.1f}" if math.isfinite(r.val_acc) else "–",
                  f"{r.test_acc:.1f}" if math.isfinite(r.test_acc) else "–", str(r.runs), str(r.declared),
                  str(r.diverged)]
@@ -181,8 +182,8 @@ def figure(records: pd.DataFrame) -> Any:
     ax.set_xlabel("layers")
     ax.set_ylabel("test accuracy (%)")
     ax.set_ylim(bottom=-3)
-    ax.set_title(f"Cora, Fig. 6 cpu grid — nonlocal rows ({BEYOND}); dashed: the paper's variants; "
-                 "x at 0: every run diverged", fontsize=7)
+    ax.set_title(f"Cora, Fig. 6 cpu grid — nonlocal rows ({BEYOND})\n"
+                 "dashed: the paper's variants; x at 0: every run of the point diverged", fontsize=7)
     ax.legend(fontsize=6, ncol=2)
     fig.tight_layout()
     return fig
