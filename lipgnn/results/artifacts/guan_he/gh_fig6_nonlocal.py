@@ -94,8 +94,6 @@ def frame(records: pd.DataFrame) -> pd.DataFrame:
                      "test_acc": math.nan if chosen is None else 100 * chosen.mean,
                      "runs": len(point), "declared": len(point) if declared is None else declared,
                      "diverged": int(point["diverged"].sum())})
-    if not rows:
-        return pd.DataFrame(columns=COLUMNS)
     out = pd.DataFrame(rows, columns=COLUMNS)
     out = out.assign(_v=out["variant"].map(ORDER)).sort_values(["_v", "depth"]).drop(columns="_v")
     return out.reset_index(drop=True)
