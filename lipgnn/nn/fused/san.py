@@ -49,7 +49,7 @@ class _SANAttention(torch.autograd.Function):
         scale = 1.0 / math.sqrt(width)
         out, alpha, energy = san_kernels.san_attention(qkv, graph.rowptr, graph.col, heads, width, scale, x)
         ctx.graph, ctx.heads, ctx.width, ctx.scale = graph, heads, width, scale
-        ctx.save_for_backward(qkv, alpha, x)
+        ctx.save_for_backward(qkv, alpha, out, x)
         if x is None:
             ctx.mark_non_differentiable(energy)
         return out, energy
@@ -57,13 +57,13 @@ class _SANAttention(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out: Tensor | None,  # type: ignore[override]
                  grad_energy: Tensor | None) -> tuple[Tensor, Tensor | None, None, None, None]:
-        qkv, alpha, x = ctx.saved_tensors
+        qkv, alpha, out, x = ctx.saved_tensors
         graph: CSRGraph = ctx.graph
         if grad_out is None:
             grad_out = qkv.new_zeros(graph.num_dst, ctx.heads * ctx.width)
         use_x = x is not None and grad_energy is not None and ctx.needs_input_grad[1]
         grad_qkv, grad_x = san_kernels.san_attention_backward(
-            grad_out, qkv, alpha, graph.rowptr, graph.col, ctx.heads, ctx.width, ctx.scale,
+            grad_out, qkv, alpha, out, graph.rowptr, graph.col, ctx.heads, ctx.width, ctx.scale,
             x if use_x else None, grad_energy if use_x else None)
         return grad_qkv, grad_x, None, None, None
 

@@ -167,25 +167,35 @@ if numba is not None:
                     grad_x[i, c] -= r[c]
 
     @_jit
-    def _attn_bwd(rowptr, col, qkv, heads, width, scale, alpha, grad_out, grad_alpha, with_grad_alpha,
+    def _attn_bwd(rowptr, col, qkv, heads, width, scale, alpha, grad_out, out, grad_alpha, with_grad_alpha,
                   grad_qkv, zero):  # pragma: no cover
         # grad_qkv: zero-initialised. grad_alpha (used when with_grad_alpha): a further ∂L/∂a_e from
         # outside the aggregation (the nonlocal energy's), added before the softmax backward.
+        # The softmax backward ∂s_e = a_e (∂a_e - Σ_e' a_e' ∂a_e') needs the row sum first; its
+        # aggregation part is Σ_e a_e <∂o_i, v_j> = <∂o_i, o_i>, read from the saved output, so that
+        # one visit of each edge does all of: ∂a_e = <∂o_i, v_j>, ∂v_j += a_e ∂o_i, ∂q_i += ∂s_e k_j / √d,
+        # ∂k_j += ∂s_e q_i / √d.
         n = rowptr.shape[0] - 1
         hc = heads * width
-        max_deg = 0
-        for i in range(n):
-            max_deg = max(max_deg, rowptr[i + 1] - rowptr[i])
-        ga = np.empty((max_deg, heads), dtype=qkv.dtype)
         prod = np.empty(hc, dtype=qkv.dtype)
         wide = np.empty(hc, dtype=qkv.dtype)
         gq = np.empty(hc, dtype=qkv.dtype)
         dot = np.empty(heads, dtype=qkv.dtype)
         for i in range(n):
             start, end = rowptr[i], rowptr[i + 1]
+            for t in range(hc):
+                prod[t] = grad_out[i, t] * out[i, t]
             for h in range(heads):
-                dot[h] = zero
-            # ∂a_e = <∂o_i, v_j>; ∂v_j += a_e ∂o_i
+                d = zero
+                for c in range(width):
+                    d += prod[h * width + c]
+                dot[h] = d
+            if with_grad_alpha:
+                for e in range(start, end):
+                    for h in range(heads):
+                        dot[h] += alpha[e, h] * grad_alpha[e, h]
+            for t in range(hc):
+                gq[t] = zero
             for e in range(start, end):
                 j = col[e]
                 for h in range(heads):
@@ -202,15 +212,7 @@ if numba is not None:
                         g += prod[h * width + c]
                     if with_grad_alpha:
                         g += grad_alpha[e, h]
-                    ga[e - start, h] = g
-                    dot[h] += alpha[e, h] * g
-            # softmax backward ∂s_e = a_e (∂a_e - Σ_e' a_e' ∂a_e'), then s = q_i·k_j·scale
-            for t in range(hc):
-                gq[t] = zero
-            for e in range(start, end):
-                j = col[e]
-                for h in range(heads):
-                    g = alpha[e, h] * (ga[e - start, h] - dot[h]) * scale
+                    g = alpha[e, h] * (g - dot[h]) * scale
                     for c in range(width):
                         wide[h * width + c] = g
                 for t in range(hc):
@@ -283,10 +285,11 @@ def san_attention(qkv: Tensor, rowptr: Tensor, col: Tensor, heads: int, width: i
     return out, alpha, energy.to(qkv.dtype)
 
 
-def san_attention_backward(grad_out: Tensor, qkv: Tensor, alpha: Tensor, rowptr: Tensor, col: Tensor, heads: int,
-                           width: int, scale: float, x: Tensor | None,
+def san_attention_backward(grad_out: Tensor, qkv: Tensor, alpha: Tensor, out: Tensor, rowptr: Tensor, col: Tensor,
+                           heads: int, width: int, scale: float, x: Tensor | None,
                            grad_energy: Tensor | None) -> tuple[Tensor, Tensor | None]:
-    """``(∂L/∂qkv, ∂L/∂x)`` of :func:`san_attention` (``None`` for ``x`` without ``x`` or ``grad_energy``)."""
+    """``(∂L/∂qkv, ∂L/∂x)`` of :func:`san_attention` (``None`` for ``x`` without ``x`` or ``grad_energy``),
+    from its saved ``alpha`` and ``out``."""
     z = _zero(qkv)
     rp, cl, al = _np(rowptr), _np(col), _np(alpha)
     grad_x = grad_alpha = None
@@ -295,7 +298,7 @@ def san_attention_backward(grad_out: Tensor, qkv: Tensor, alpha: Tensor, rowptr:
         grad_alpha = alpha.new_empty(alpha.shape)
         _energy_bwd(rp, cl, al, _np(x), _np(2 * grad_energy.to(x.dtype)), grad_alpha.numpy(), grad_x.numpy(), z)
     grad_qkv = torch.zeros(qkv.shape, dtype=qkv.dtype)
-    _attn_bwd(rp, cl, _np(qkv), heads, width, z + scale, al, _np(grad_out),
+    _attn_bwd(rp, cl, _np(qkv), heads, width, z + scale, al, _np(grad_out), _np(out),
               grad_alpha.numpy() if grad_alpha is not None else al, grad_alpha is not None, grad_qkv.numpy(), z)
     return grad_qkv, grad_x
 
