@@ -1,9 +1,9 @@
 """The fused SAN block (``model=san``, ``model.impl=fused``; :mod:`lipgnn.nn.fused.san`).
 
-Its attention (all heads, with the nonlocal energy) and its LayerNorms are single operations with
-hand-written backward passes: here they are held equal to hand-computed values, to an edge-wise PyG
-reference and to their eager twins (values and gradients, float32 and float64 finite differences), and
-whole fused SANs to the PyG SAN (Post-LN, Pre-LN, none; nonlocal on and off; training mode).
+Its attention (all heads, with the nonlocal energy) is one operation with a hand-written backward
+pass: here it is held equal to hand-computed values, to an edge-wise PyG reference and to its eager
+twin (values and gradients, float32, and float64 finite differences), and whole fused SANs to the PyG
+SAN (Post-LN, Pre-LN, none; nonlocal on and off; training mode).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from torch_geometric.utils import softmax
 from lipgnn.data.spec import DataSpec
 from lipgnn.models import build_model
 from lipgnn.nn.fused import CSRGraph, kernels
-from lipgnn.nn.fused.san import layer_norm, san_attention
+from lipgnn.nn.fused.san import san_attention
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 NONE = OmegaConf.create({"name": "none"})
@@ -116,57 +116,6 @@ def test_attention_gradcheck() -> None:
     x = torch.randn(8, 4, generator=gen, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda a, b: san_attention(a, graph, heads, width, b), (qkv, x))
     assert torch.autograd.gradcheck(lambda a: san_attention(a, graph, heads, width)[0], (qkv,))
-
-
-@pytest.mark.parametrize("with_m", [False, True])
-@pytest.mark.parametrize("path", ["numba", "eager"])
-def test_layer_norm_equals_torch(with_m: bool, path: str) -> None:
-    gen = torch.Generator().manual_seed(4)
-    norm = torch.nn.LayerNorm(6)
-    with torch.no_grad():
-        norm.weight.copy_(torch.randn(6, generator=gen))
-        norm.bias.copy_(torch.randn(6, generator=gen))
-    x = torch.randn(9, 6, generator=gen) * 3 + 1
-    m = torch.randn(9, 6, generator=gen)
-    g = torch.randn(9, 6, generator=gen)
-
-    def run(fn):
-        norm.zero_grad()
-        a, b = x.clone().requires_grad_(True), m.clone().requires_grad_(True)
-        y = fn(a, b if with_m else None)
-        (y * g).sum().backward()
-        return y.detach(), a.grad, (b.grad if with_m else None), norm.weight.grad.clone(), norm.bias.grad.clone()
-
-    ref = run(lambda a, b: norm(a if b is None else a + b))
-    with kernels.disabled() if path == "eager" else _nothing():
-        got = run(lambda a, b: layer_norm(a, b, norm))
-    for r, o in zip(ref, got, strict=True):
-        if r is None:
-            assert o is None
-        else:
-            torch.testing.assert_close(o, r, atol=1e-5, rtol=1e-5)
-
-
-def test_layer_norm_by_hand_and_gradcheck() -> None:
-    """Row (1, 3): mean 2, biased variance 1, so LN = (−1, 1)/√(1 + ε) (weight 1, bias 0)."""
-    norm = torch.nn.LayerNorm(2, eps=1e-5).double()
-    y = layer_norm(torch.tensor([[1.0, 3.0]], dtype=torch.float64), None, norm)
-    torch.testing.assert_close(y, torch.tensor([[-1.0, 1.0]], dtype=torch.float64) / math.sqrt(1 + 1e-5))
-    gen = torch.Generator().manual_seed(5)
-    x = torch.randn(5, 4, generator=gen, dtype=torch.float64, requires_grad=True)
-    m = torch.randn(5, 4, generator=gen, dtype=torch.float64, requires_grad=True)
-    norm = torch.nn.LayerNorm(4).double()
-    assert torch.autograd.gradcheck(lambda a, b, w, c: layer_norm(a, b, _with(norm, w, c)),
-                                    (x, m, norm.weight.detach().clone().requires_grad_(True),
-                                     norm.bias.detach().clone().requires_grad_(True)))
-
-
-def _with(norm: torch.nn.LayerNorm, weight: torch.Tensor, bias: torch.Tensor) -> torch.nn.LayerNorm:
-    """``norm`` with the given weight and bias tensors (gradcheck differentiates with respect to them)."""
-    clone = torch.nn.LayerNorm(norm.normalized_shape, eps=norm.eps).double()
-    del clone.weight, clone.bias
-    clone.weight, clone.bias = weight, bias
-    return clone
 
 
 def _san(impl: str, placement: str, use_nonlocal: bool, dtype: torch.dtype = torch.float32) -> torch.nn.Module:

@@ -25,7 +25,10 @@ a linear map (an MLP without activation).
 The scores, softmax and :math:`P_i X V_i` are the suite's graph-transformer layer
 (:class:`~lipgnn.nn.LipTransformerConv`, or its CSR twin with ``model.impl=fused``) built with
 ``root_weight=False`` and ``bias=False``, on the graph with self-loops added once per forward by
-:class:`~lipgnn.models.deep.DeepGNN`. Its :math:`1/\sqrt{d}` uses the per-head width
+:class:`~lipgnn.models.deep.DeepGNN`. With ``model.impl=fused`` (and no LipschitzNorm, edge features or
+attention dropout in training) the block computes :math:`Q, K, V` in one GEMM and all heads'
+attention, :math:`P_h X V_h` and the nonlocal energies in one operation
+(:func:`lipgnn.nn.fused.san.san_attention`), with the same parameters and results. Its :math:`1/\sqrt{d}` uses the per-head width
 :math:`d = \text{hidden}/h`. ``norm=lip`` turns that layer's LipschitzNorm on: SAN-Lip, eq. (19) of
 Dasoulas et al. on SAN's dot-product scores.
 """
@@ -39,7 +42,7 @@ from lipgnn.models.blocks import LN_PLACEMENTS
 from lipgnn.models.nonlocal_mp import NonlocalScale
 from lipgnn.nn.fused import FusedLipTransformerConv
 from lipgnn.nn.fused.graph import CSRGraph, resolve_graph
-from lipgnn.nn.fused.san import layer_norm, qkv_projection, san_attention
+from lipgnn.nn.fused.san import qkv_projection, san_attention
 
 
 class SANBlock(nn.Module):
@@ -86,18 +89,13 @@ class SANBlock(nn.Module):
     def fused_path(self, x: Tensor, edge_attr: Tensor | None) -> bool:
         """Whether :meth:`forward` runs the fused block (:mod:`lipgnn.nn.fused.san`): a
         ``model.impl=fused`` conv with plain dot-product scores (no LipschitzNorm, edge features or
-        attention dropout in training) and affine LayerNorms; otherwise the conv's own forward."""
+        attention dropout in training); otherwise the conv's own forward."""
         conv = self.conv
         if not isinstance(conv, FusedLipTransformerConv) or edge_attr is not None or x.dim() != 2:
             return False
         if conv.lipschitz_norm or conv._score_kind() != "dot" or conv.lin_edge is not None or conv.root_weight:
             return False
-        if not conv.concat or (self.training and conv.dropout > 0):
-            return False
-        if self.placement != "none" and (self.norm1.weight is None or self.norm1.bias is None
-                                         or self.norm2.weight is None or self.norm2.bias is None):
-            return False
-        return True
+        return conv.concat and not (self.training and conv.dropout > 0)
 
     def _fused_message_passing(self, x: Tensor, graph: CSRGraph) -> Tensor:
         """:meth:`message_passing` through :func:`~lipgnn.nn.fused.san.san_attention`: one QKV GEMM, one
@@ -121,11 +119,11 @@ class SANBlock(nn.Module):
     def _fused_forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
         graph = resolve_graph(edge_index, x.size(0), False)
         if self.placement == "post":
-            y = layer_norm(x, self._fused_message_passing(x, graph), self.norm1)
-            return layer_norm(y, self.ffn(y), self.norm2)
+            y = self.norm1(x + self._fused_message_passing(x, graph))
+            return self.norm2(y + self.ffn(y))
         if self.placement == "pre":
-            y = x + self._fused_message_passing(layer_norm(x, None, self.norm1), graph)
-            return y + self.ffn(layer_norm(y, None, self.norm2))
+            y = x + self._fused_message_passing(self.norm1(x), graph)
+            return y + self.ffn(self.norm2(y))
         y = x + self._fused_message_passing(x, graph)
         return y + self.ffn(y)
 

@@ -1,27 +1,23 @@
-r"""The SAN block's attention and LayerNorms as single fused operations (``model=san``, ``model.impl=fused``).
+r"""The SAN block's attention as a single fused operation (``model=san``, ``model.impl=fused``).
 
 Guan & He's SAN layer (§3.1, Table 1) on Cora is small (2708 nodes, hidden 32, 4 heads of width 8)
 but 256 layers deep, so its step time is set by the number of operations per layer rather than by
-their arithmetic. Two autograd functions replace the chains the generic fused
-:class:`~lipgnn.nn.fused.FusedLipTransformerConv` and ``torch.nn.LayerNorm`` run:
+their arithmetic. :func:`san_attention` replaces the chain of operations the generic fused
+:class:`~lipgnn.nn.fused.FusedLipTransformerConv` runs (three projections, an SDDMM and an SpMM per
+head, the softmax's gathers and scatters, each again backward): from the one ``[N, 3·H·d]``
+projection ``X [W_Q; W_K; W_V]ᵀ`` (:func:`qkv_projection`, one GEMM instead of three), per head
 
-* :func:`san_attention`: from the one ``[N, 3·H·d]`` projection ``X [W_Q; W_K; W_V]ᵀ`` (one GEMM
-  instead of three), per head
+.. math::
+    a_{ij,h} = \mathrm{softmax}_{j \in \mathcal{N}(i) \cup \{i\}}\Big(\frac{q_{i,h} \cdot k_{j,h}}{\sqrt{d}}\Big),
+    \qquad o_{i,h} = \sum_j a_{ij,h}\, v_{j,h},
 
-  .. math::
-      a_{ij,h} = \mathrm{softmax}_{j \in \mathcal{N}(i) \cup \{i\}}\Big(\frac{q_{i,h} \cdot k_{j,h}}{\sqrt{d}}\Big),
-      \qquad o_{i,h} = \sum_j a_{ij,h}\, v_{j,h},
+i.e. :math:`P_h X V_h`, and with ``x`` the nonlocal energy :math:`\|P_h X - X\|_F^2` of §4.1,
+formed in the same visit of each CSR row (no ``[H, N, D]`` product :math:`P_h X` is kept).
 
-  i.e. :math:`P_h X V_h`, and with ``x`` the nonlocal energy :math:`\|P_h X - X\|_F^2` of §4.1,
-  formed in the same visit of each CSR row (no ``[H, N, D]`` product :math:`P_h X` is kept);
-* :func:`layer_norm`: :math:`\mathrm{LN}(x + m)` (the residual sum and the row normalisation in one
-  pass; ``m=None``: :math:`\mathrm{LN}(x)`), PyTorch's formula
-  :math:`(s - \mu)/\sqrt{\sigma^2 + \epsilon}\,\gamma + \beta` with the biased variance.
-
-On CPU both run the compiled loops of :mod:`lipgnn.nn.fused.san_kernels` with hand-written backward
-passes; on CUDA, without numba or with ``LIPGNN_KERNELS=eager`` they run their eager twins (the
-generic fused layer's SDDMM / softmax / SpMM / residual energy, and ``F.layer_norm``). Both paths
-equal the PyG SAN within float rounding (``tests/test_san_fused.py``).
+On CPU it runs the compiled loops of :mod:`lipgnn.nn.fused.san_kernels` with a hand-written backward
+pass; on CUDA, without numba or with ``LIPGNN_KERNELS=eager`` it runs its eager twin (the generic
+fused layer's SDDMM / softmax / SpMM / residual energy). Both paths equal the PyG SAN within float
+rounding (``tests/test_san_fused.py``).
 """
 
 from __future__ import annotations
@@ -36,7 +32,7 @@ from lipgnn.nn.fused import kernels, san_kernels
 from lipgnn.nn.fused.graph import CSRGraph
 from lipgnn.nn.fused.sparse import csr_residual_energy, csr_sddmm, csr_softmax, csr_spmm
 
-__all__ = ["layer_norm", "qkv_projection", "san_attention"]
+__all__ = ["qkv_projection", "san_attention"]
 
 
 class _SANAttention(torch.autograd.Function):
@@ -114,30 +110,3 @@ def qkv_projection(x: Tensor, query: nn.Module, key: nn.Module, value: nn.Module
     bias = torch.cat([layer.bias if layer.bias is not None else weight.new_zeros(layer.weight.size(0))
                       for layer in layers])
     return F.linear(x, weight, bias)
-
-
-class _LayerNorm(torch.autograd.Function):
-    """:func:`layer_norm` with the compiled loops; saves the sum ``s`` and the row statistics."""
-
-    @staticmethod
-    def forward(ctx, x: Tensor, m: Tensor | None, weight: Tensor, bias: Tensor,  # type: ignore[override]
-                eps: float) -> Tensor:
-        y, s, mean, rstd = san_kernels.layer_norm(x, m, weight, bias, eps)
-        ctx.with_m = m is not None
-        ctx.save_for_backward(s, mean, rstd, weight)
-        return y
-
-    @staticmethod
-    def backward(ctx, grad_y: Tensor) -> tuple[Tensor, Tensor | None, Tensor, Tensor, None]:  # type: ignore[override]
-        s, mean, rstd, weight = ctx.saved_tensors
-        grad_s, grad_w, grad_b = san_kernels.layer_norm_backward(grad_y, s, mean, rstd, weight)
-        return grad_s, (grad_s if ctx.with_m else None), grad_w, grad_b, None
-
-
-def layer_norm(x: Tensor, m: Tensor | None, norm: nn.LayerNorm) -> Tensor:
-    r""":math:`\mathrm{LN}(x + m)` (``m=None``: :math:`\mathrm{LN}(x)`) with ``norm``'s weight, bias and
-    :math:`\epsilon` over the last dimension of ``[N, D]`` inputs; equal to ``norm(x + m)``."""
-    tensors = [x, norm.weight, norm.bias] + ([] if m is None else [m])
-    if x.dim() != 2 or not kernels.available(*tensors):
-        return norm(x if m is None else x + m)
-    return _LayerNorm.apply(x, m, norm.weight, norm.bias, float(norm.eps))
