@@ -28,9 +28,9 @@ The scores, softmax and :math:`P_i X V_i` are the suite's graph-transformer laye
 :class:`~lipgnn.models.deep.DeepGNN`. With ``model.impl=fused`` (and no LipschitzNorm, edge features or
 attention dropout in training) the block computes :math:`Q, K, V` in one GEMM and all heads'
 attention, :math:`P_h X V_h` and the nonlocal energies in one operation
-(:func:`lipgnn.nn.fused.san.san_attention`), with the same parameters and results. Its :math:`1/\sqrt{d}` uses the per-head width
-:math:`d = \text{hidden}/h`. ``norm=lip`` turns that layer's LipschitzNorm on: SAN-Lip, eq. (19) of
-Dasoulas et al. on SAN's dot-product scores.
+(:func:`lipgnn.nn.fused.san.san_attention`), with the same parameters and results. Its
+:math:`1/\sqrt{d}` uses the per-head width :math:`d = \text{hidden}/h`. ``norm=lip`` turns that layer's
+LipschitzNorm on: SAN-Lip, eq. (19) of Dasoulas et al. on SAN's dot-product scores.
 """
 
 from __future__ import annotations
