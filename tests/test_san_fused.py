@@ -70,6 +70,19 @@ def test_attention_by_hand_two_edges() -> None:
     assert out[1, 0].item() == pytest.approx(11.0, rel=1e-12)  # node 1 attends to itself only
 
 
+def test_attention_without_edges() -> None:
+    """No edges: every P_h is 0, so the aggregation is 0 and ‖P_h X − X‖² = ‖X‖² = 1 + 4 = 5."""
+    graph = CSRGraph.from_edge_index(torch.zeros(2, 0, dtype=torch.long), 2, add_self_loops=False)
+    qkv = torch.randn(2, 6, requires_grad=True)
+    x = torch.tensor([[1.0], [2.0]], requires_grad=True)
+    out, energy = san_attention(qkv, graph, 2, 1, x)
+    torch.testing.assert_close(out, torch.zeros(2, 2))
+    torch.testing.assert_close(energy, torch.tensor([5.0, 5.0]))
+    (out.sum() + energy.sum()).backward()
+    torch.testing.assert_close(x.grad, torch.tensor([[4.0], [8.0]]))  # 2 heads × 2x
+    assert qkv.grad is None  # nothing depends on the scores or values
+
+
 class _nothing:  # noqa: N801 - a no-op context manager, spelled like kernels.disabled()
     def __enter__(self) -> None:
         return None

@@ -93,8 +93,11 @@ def san_attention(qkv: Tensor, graph: CSRGraph, heads: int, width: int,
         raise ValueError(f"san_attention needs a square graph over the {qkv.size(0)} rows of qkv")
     if qkv.size(1) != 3 * heads * width:
         raise ValueError(f"qkv has {qkv.size(1)} columns, expected 3·heads·width = {3 * heads * width}")
+    if graph.num_edges == 0:  # every P_h is 0: no aggregation, and ‖P_h X - X‖² = ‖X‖²
+        out = qkv.new_zeros(qkv.size(0), heads * width)
+        return out, (None if x is None else x.pow(2).sum().expand(heads))
     tensors = [qkv] if x is None else [qkv, x]
-    if graph.num_edges == 0 or not kernels.available(*tensors):
+    if not kernels.available(*tensors):
         return _san_attention_eager(qkv, x, graph, heads, width)
     out, energy = _SANAttention.apply(qkv.contiguous(), None if x is None else x.contiguous(), graph, heads, width)
     return out, (energy if x is not None else None)
