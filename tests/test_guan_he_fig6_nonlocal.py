@@ -37,7 +37,9 @@ def test_label_names_the_rows_and_leaves_out_other_configurations() -> None:
     assert nl.label(_config("gt", "lip", 2, 0.005, nl_on=True)) == "nonlocal GT-Lip"
     assert nl.label(_config("gat", "lip", 2, 0.005, nl_on=True)) == "nonlocal GAT-Lip"
     assert nl.label(_config("gat", "none", 2, 0.005, residual=True)) is None
-    assert nl.label(_config("gt", "none", 2, 0.005, layer_norm="post")) is None
+    assert nl.label(_config("gt", "none", 2, 0.005, layer_norm="post")) == "Post-LN GT"
+    assert nl.label(_config("gat", "none", 2, 0.005, True, layer_norm="post")) == "nonlocal Post-LN GAT"
+    assert nl.label(_config("gt", "none", 2, 0.005, layer_norm="pre")) is None
     assert nl.label(_config("gt", "none", 2, 0.005, score="l2")) is None
     assert nl.label(_config("gt", "none", 2, 0.005, nl_on=True, nonlocal_source="xv")) is None
     assert nl.label({**_config("gat", "lip", 2, 0.005), "norm": {"name": "lip", "alpha": 2.0}}) is None
@@ -55,9 +57,12 @@ def test_frame_selects_the_lr_by_validation_and_keeps_every_diverged_point() -> 
         _record("fig6", _config("gat", "none", 2, 0.001, True), 0.99, 0.99),           # nonlocal outside its folder
         _record("fig6_nonlocal", _config("gat", "none", 2, 0.005), 0.99, 0.99),        # reference outside fig6
         _record("fig6", _config("gat", "none", 2, 0.005, residual=True), 0.99, 0.99),  # not a Fig. 6 row
+        _record("fig6_nonlocal", _config("gt", "none", 30, 0.005, True, layer_norm="post"), 0.7, 0.65),
+        _record("fig6", _config("gt", "none", 30, 0.005, layer_norm="post"), 0.99, 0.99),  # Post-LN outside its folder
     ]
     t = nl.frame(pd.DataFrame(rows))
-    assert list(t["variant"]) == ["GAT", "nonlocal GAT", "nonlocal GT", "nonlocal GT-Lip"]
+    assert list(t["variant"]) == ["GAT", "nonlocal GAT", "nonlocal GT", "nonlocal GT-Lip", "nonlocal Post-LN GT"]
+    assert t.iloc[-1]["group"] == nl.BEYOND and t.iloc[-1]["test_acc"] == pytest.approx(65.0)
     gat = t[t["variant"] == "nonlocal GAT"].iloc[0]
     assert gat["lr"] == 0.001 and gat["test_acc"] == pytest.approx(30.0) and gat["val_acc"] == pytest.approx(60.0)
     assert gat["group"] == nl.BEYOND and t.iloc[0]["group"] == nl.REFERENCE_GROUP
@@ -65,6 +70,8 @@ def test_frame_selects_the_lr_by_validation_and_keeps_every_diverged_point() -> 
     assert gt["runs"] == 2 and gt["diverged"] == 2 and math.isnan(gt["test_acc"]) and math.isnan(gt["lr"])
     block = nl.report(pd.DataFrame(rows))[f"{nl.NAME}-table"]
     assert "| nonlocal GT | beyond the papers | – | diverged (2/2) |" in block
+    # Declared runs are counted per row: the Post-LN sweep's GT points are not the nonlocal GT row's.
+    assert "| nonlocal Post-LN GT | beyond the papers | – | 65.0 [partial: 1/2 runs] |" in block
     assert "| GAT | reference | 80.0 [partial: 1/2 runs] | – |" in block  # fig6 declares two lrs too
     assert "beyond the papers" in nl.table(pd.DataFrame(rows))["md"]
     # The declared grid (conf/grid/fig6_nonlocal_cpu.yaml) asks for two lrs; the GT-Lip point ran one.
@@ -78,10 +85,15 @@ def test_no_records_is_not_run() -> None:
 
 def test_the_declared_cpu_grid_is_fig6s_protocol_for_four_nonlocal_variants() -> None:
     grid = declared_grid("fig6_nonlocal", "cpu")
-    points = grid.points
-    assert len(points) == 16 and grid.sweeps[0].epochs == 200
+    assert len(grid.points) == 32 and {s.epochs for s in grid.sweeps} == {200}
+    points = [p for p in grid.points if p.get("model.layer_norm", "none") == "none"]
+    assert len(points) == 16
     assert {p["model.name"] for p in points} == {"gat", "gt"} and {p["norm.name"] for p in points} == {"none", "lip"}
     assert all(p["model.nonlocal"] is True and p["dataset.name"] == "cora" for p in points)
+    # The Post-LN sweep: GAT and GT in LN(x + f(x)), with and without the factor, no LipschitzNorm.
+    postln = [p for p in grid.points if p.get("model.layer_norm") == "post"]
+    assert len(postln) == 16 and {p["norm.name"] for p in postln} == {"none"}
+    assert sum(p.get("model.nonlocal") is True for p in postln) == 8
     assert {p["train.lr"] for p in points} == {0.005, 0.001} and 30 in {p["depth"] for p in points}
     paper = declared_grid("fig6_nonlocal", "paper")
     assert {p["model.head_aggregation"] for p in paper.points} == {"concat"}  # nonlocal needs concat

@@ -1,5 +1,7 @@
 r"""Extra rows for the LipschitzNorm paper's Fig. 6 (beyond both papers): GAT and GT, with and without
-LipschitzNorm, with Guan & He's nonlocal message passing (§4.1), on Cora against depth, Fig. 6's cpu protocol.
+LipschitzNorm, with Guan & He's nonlocal message passing (§4.1), on Cora against depth, Fig. 6's cpu protocol;
+and GAT and GT in Guan & He's Post-LN block :math:`\mathrm{LN}(X + f(X))`, with and without the factor (the factor is
+cubic in the feature scale, which the Post-LN LayerNorm fixes in the SAN).
 
 .. math::
     \mathrm{NonlocalMP}(X) = \big\Vert_{h} \tfrac{1}{n}\|P_h X - X\|^2\, P_h X V_h \quad (+\ \text{root term})
@@ -21,7 +23,7 @@ import pandas as pd
 
 from lipgnn.results.artifact import Artifact
 from lipgnn.results.artifacts.guan_he._common import PAPER, table_files
-from lipgnn.results.grid import expected_runs
+from lipgnn.results.grid import declared_grid
 from lipgnn.results.protocol import partial_text, select_best, with_selected_metrics
 from lipgnn.results.records import label_extras
 from lipgnn.results.render.text import fmt_value, joined, md_table
@@ -34,25 +36,32 @@ DATASET = "cora"
 BUDGET = "cpu"
 REFERENCE = ("GAT", "GAT-Lip", "GT", "GT-Lip")
 NONLOCAL = tuple(f"nonlocal {v}" for v in REFERENCE)
-ORDER = {v: i for i, v in enumerate(REFERENCE + NONLOCAL)}
+# In Guan & He's Post-LN block LN(x + f(x)), with and without the factor (grid fig6_nonlocal_cpu_postln).
+POSTLN = ("Post-LN GAT", "Post-LN GT")
+NONLOCAL_POSTLN = tuple(f"nonlocal {v}" for v in POSTLN)
+ROWS = NONLOCAL + NONLOCAL_POSTLN + POSTLN + REFERENCE   # the table's row order
+ORDER = {v: i for i, v in enumerate(REFERENCE + NONLOCAL + POSTLN + NONLOCAL_POSTLN)}
 BEYOND = "beyond the papers"
 REFERENCE_GROUP = "reference (LipschitzNorm paper's Fig. 6 grid)"
 COLUMNS = ["group", "variant", "experiment", "depth", "lr", "val_acc", "test_acc", "runs", "declared", "diverged"]
 
 
 def label(cfg: dict[str, Any]) -> str | None:
-    """The row of a record: ``GAT``, ``GT-Lip``, ``nonlocal GAT`` ...; None for any other configuration
-    (residual, LayerNorm/PairNorm, L2 scores, a LipschitzNorm setting other than the paper's, or a nonlocal
-    option other than the paper's formula)."""
+    """The row of a record: ``GAT``, ``GT-Lip``, ``nonlocal GAT``, ``nonlocal Post-LN GT`` ...; None for any
+    other configuration (residual, Pre-LN, LayerNorm/PairNorm, L2 scores, a LipschitzNorm setting other than the
+    paper's, or a nonlocal option other than the paper's formula)."""
     model, norm = cfg.get("model") or {}, cfg.get("norm") or {}
     name = model.get("name")
-    if name not in ("gat", "gt") or model.get("residual") or model.get("layer_norm", "none") != "none":
+    layer_norm = model.get("layer_norm", "none")
+    if name not in ("gat", "gt") or model.get("residual") or layer_norm not in ("none", "post"):
         return None
     if model.get("score", "dot") != "dot" or model.get("tie_qk", False):
         return None
     if norm.get("name") not in ("none", "lip") or label_extras(cfg):
         return None
     base = {"gat": "GAT", "gt": "GT"}[name] + ("-Lip" if norm["name"] == "lip" else "")
+    if layer_norm == "post":
+        base = f"Post-LN {base}"
     if not model.get("nonlocal", False):
         return base
     if model.get("nonlocal_source", "x") != "x" or not model.get("nonlocal_grad", True):
@@ -60,9 +69,33 @@ def label(cfg: dict[str, Any]) -> str | None:
     return f"nonlocal {base}"
 
 
+def _point_config(point: dict[str, Any]) -> dict[str, Any]:
+    """The nested config (``{"model": {...}, "norm": {...}}``) a declared grid point's dotted keys fix."""
+    cfg: dict[str, Any] = {}
+    for key, value in point.items():
+        head, _, rest = key.partition(".")
+        if rest:
+            cfg.setdefault(head, {})[rest] = value
+        else:
+            cfg[head] = value
+    return cfg
+
+
+def _declared(records: pd.DataFrame, variant: str, depth: int) -> int | None:
+    """Runs the declared cpu grid(s) put in the row ``variant`` at ``depth`` on Cora: grid points are labelled
+    with :func:`label` itself, because the suite's variant label does not tell nonlocal or Post-LN rows apart."""
+    experiment = REFERENCE_EXPERIMENT if variant in REFERENCE else EXPERIMENT
+    budgets = set(records.loc[records["experiment"] == experiment, "budget"].dropna().astype(str))
+    grid = declared_grid(experiment, BUDGET) if BUDGET in budgets else None
+    if grid is None:
+        return None
+    return sum(1 for p in grid.points if p.get("dataset.name", DATASET) == DATASET and int(p.get("depth", -1)) == depth
+               and label(_point_config(p)) == variant)
+
+
 def _runs(records: pd.DataFrame) -> pd.DataFrame:
-    """Non-failed in-grid Cora cpu-budget records of the rows above, with ``label`` (nonlocal rows from
-    ``fig6_nonlocal`` only, reference rows from ``fig6`` only)."""
+    """Non-failed in-grid Cora cpu-budget records of the rows above, with ``label`` (reference rows from
+    ``fig6`` only, every other row from ``fig6_nonlocal`` only)."""
     if records.empty:
         return records.assign(label=pd.Series(dtype=str))
     runs = with_selected_metrics(records)
@@ -70,7 +103,7 @@ def _runs(records: pd.DataFrame) -> pd.DataFrame:
     runs = runs.assign(label=labels)
     on_grid = [(c or {}).get("dataset", {}).get("name") == DATASET and (c.get("budget") or {}).get("name") == BUDGET
                for c in runs["config"]]
-    expected = [EXPERIMENT if str(lb).startswith("nonlocal ") else REFERENCE_EXPERIMENT for lb in runs["label"]]
+    expected = [REFERENCE_EXPERIMENT if lb in REFERENCE else EXPERIMENT for lb in runs["label"]]
     keep = runs["label"].notna() & pd.Series(on_grid, index=runs.index) & (runs["experiment"] == expected)
     return runs[keep]
 
@@ -86,9 +119,9 @@ def frame(records: pd.DataFrame) -> pd.DataFrame:
     for (variant, depth), point in runs.groupby(["label", "depth"], sort=False):
         chosen = select_best(point)
         experiment = str(point["experiment"].iloc[0])
-        declared = expected_runs(point, experiment, variant=point["variant"].iloc[0], dataset=DATASET, depth=depth)
+        declared = _declared(point, str(variant), int(depth))
         lr = math.nan if chosen is None else float(chosen.runs["lr"].iloc[0])
-        rows.append({"group": BEYOND if variant in NONLOCAL else REFERENCE_GROUP, "variant": variant,
+        rows.append({"group": REFERENCE_GROUP if variant in REFERENCE else BEYOND, "variant": variant,
                      "experiment": experiment, "depth": int(depth), "lr": lr,
                      "val_acc": math.nan if chosen is None else 100 * chosen.val_mean,
                      "test_acc": math.nan if chosen is None else 100 * chosen.mean,
@@ -115,11 +148,11 @@ def _wide(t: pd.DataFrame) -> list[str]:
     """Markdown lines: one row per variant (nonlocal rows first), one column per depth run."""
     depths = sorted(int(d) for d in t["depth"].unique())
     rows = []
-    for variant in NONLOCAL + REFERENCE:
+    for variant in ROWS:
         sub = t[t["variant"] == variant]
         if sub.empty:
             continue
-        group = "beyond the papers" if variant in NONLOCAL else "reference"
+        group = "reference" if variant in REFERENCE else "beyond the papers"
         cells = [_cell(sub[sub["depth"] == d].iloc[0] if (sub["depth"] == d).any() else None) for d in depths]
         rows.append([variant, group, *cells])
     return md_table(["variant", "rows", *[f"L={d}" for d in depths]], rows)
@@ -169,11 +202,14 @@ def figure(records: pd.DataFrame) -> Any:
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     colors = {"GAT": "C0", "GAT-Lip": "C1", "GT": "C2", "GT-Lip": "C3"}
     for variant, sub in t.groupby("variant", sort=False):
-        base = variant.removeprefix("nonlocal ")
-        nonlocal_row = variant != base
+        nonlocal_row = variant.startswith("nonlocal ")
+        postln = "Post-LN " in variant
+        base = variant.removeprefix("nonlocal ").removeprefix("Post-LN ")
+        style = {(True, False): "-", (False, False): "--", (True, True): "-.", (False, True): ":"}[
+            (nonlocal_row, postln)]
         ok = sub[sub["test_acc"].map(math.isfinite)]
-        ax.plot(ok["depth"], ok["test_acc"], "-" if nonlocal_row else "--", marker="o" if nonlocal_row else ".",
-                color=colors[base], label=variant, alpha=1.0 if nonlocal_row else 0.6)
+        ax.plot(ok["depth"], ok["test_acc"], style, marker="o" if nonlocal_row else ".",
+                color=colors[base], label=variant, alpha=0.6 if variant in REFERENCE else 1.0)
         gone = sub[~sub["test_acc"].map(math.isfinite)]
         if len(gone):
             ax.plot(gone["depth"], [0.0] * len(gone), "x", color=colors[base], ms=8)
@@ -181,7 +217,8 @@ def figure(records: pd.DataFrame) -> Any:
     ax.set_ylabel("test accuracy (%)")
     ax.set_ylim(bottom=-3)
     ax.set_title(f"Cora, Fig. 6 cpu grid — nonlocal rows ({BEYOND})\n"
-                 "dashed: the paper's variants; x at 0: every run of the point diverged", fontsize=7)
+                 "dashed: the paper's variants; dotted: Post-LN; x at 0: every run of the point diverged",
+                 fontsize=7)
     ax.legend(fontsize=6, ncol=2)
     fig.tight_layout()
     return fig
