@@ -498,3 +498,63 @@ def test_every_auto_block_of_the_committed_reports_is_written_by_an_artifact(tmp
         written = set(render_blocks(tmp_path, paper))
         orphans = set(block_names(report_path(root, paper).read_text(encoding="utf-8"))) - written
         assert not orphans, f"{paper}: auto blocks no artifact writes: {sorted(orphans)}"
+
+
+# ------------------------------------------------------------------------------------- claims, rendered once
+
+
+def _fake_artifacts(monkeypatch, report_blocks: dict[str, str] | None = None) -> dict[str, int]:
+    """The registry replaced by one Guan & He artifact with two claims; returns its claims() call count."""
+    from lipgnn.results import registry
+    from lipgnn.results.artifact import Artifact
+    from lipgnn.results.verdict import Claim
+
+    calls = {"claims": 0}
+
+    def claims(frame: pd.DataFrame) -> list[Claim]:
+        calls["claims"] += 1
+        return [Claim("guan_he", "§3.2", "energy grows | with depth", HOLDS, "ours 1→2", 5, "x.md#fake"),
+                Claim("guan_he", "§4.2", "nonlocal decays slowly", NOT_RUN, "no records", 0, "x.md#fake")]
+
+    fake = Artifact(name="fake", paper="guan_he", title="a fake artifact", experiments=("fake",),
+                    report=lambda frame: dict(report_blocks or {"fake-table": "a table"}), claims=claims)
+    monkeypatch.setattr(registry, "artifacts", lambda: (fake,))
+    return calls
+
+
+def test_claims_are_computed_once_and_rendered_by_one_renderer(tmp_path: Path, monkeypatch) -> None:
+    from lipgnn.results.engine import Loader
+    from lipgnn.results.report import CLAIMS_BLOCK, MAIN_PAPER
+
+    calls = _fake_artifacts(monkeypatch)
+    loader = Loader(tmp_path)
+    part = render_blocks(tmp_path, "guan_he", loader)
+    index = render_blocks(tmp_path, MAIN_PAPER, loader)[CLAIMS_BLOCK]
+    assert calls["claims"] == 1  # the paper's block and the main index share one computation
+    assert list(part) == ["protocol", "fake-table", "fake-claims"]
+    assert part["fake-claims"] == (
+        '<a id="fake-claims"></a>\n\n| claim | where | verdict | evidence | runs |\n|:---|:---:|:---:|:---:|:---:|\n'
+        "| “energy grows \\| with depth” | §3.2 | **holds** | ours 1→2 | 5 |\n"
+        "| “nonlocal decays slowly” | §4.2 | **not run** | no records | 0 |\n")
+    assert "| Guan & He | §3.2 | “energy grows \\| with depth” | **holds** | 5 | [fake](x.md#fake) |" in index
+    assert "fake-claims" not in render_blocks(tmp_path, MAIN_PAPER, loader)  # the main part is the index
+    render_blocks(tmp_path, "guan_he")  # a new load computes them afresh
+    assert calls["claims"] == 2
+
+
+def test_an_artifact_writing_its_own_claims_block_is_refused(tmp_path: Path, monkeypatch) -> None:
+    _fake_artifacts(monkeypatch, {"fake-claims": "typed by the artifact"})
+    with pytest.raises(ValueError, match="drop the block from its report"):
+        render_blocks(tmp_path, "guan_he")
+
+
+def test_every_claims_artifact_outside_the_main_part_has_its_claims_block_in_its_part() -> None:
+    from lipgnn.results import registry
+    from lipgnn.results.render.markers import block_names
+    from lipgnn.results.report import CLAIMS_SUFFIX, MAIN_PAPER, report_path
+
+    for artifact in registry.artifacts():
+        if artifact.paper == MAIN_PAPER or artifact.claims is None or artifact.report is None:
+            continue
+        names = block_names(report_path(ROOT / "results", artifact.paper).read_text(encoding="utf-8"))
+        assert f"{artifact.name}{CLAIMS_SUFFIX}" in names, artifact.name

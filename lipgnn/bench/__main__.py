@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lipgnn.bench.graphs import SIZES
-from lipgnn.bench.runner import VARIANTS, BenchConfig, run
+from lipgnn.bench.runner import SAN_VARIANTS, VARIANTS, BenchConfig, run
 
 
 def _ints(text: str) -> list[int]:
@@ -52,6 +52,8 @@ def parse_args(argv: Sequence[str] | None = None) -> BenchConfig:
     p.add_argument("--san-depth", type=int, default=None,
                    help="depth of the SAN step measured on Cora (default 256; 0 skips; --tiny: 0)")
     p.add_argument("--san-repeats", type=int, default=5, help="timed SAN steps per variant (default 5)")
+    p.add_argument("--san-variants", type=_names(SAN_VARIANTS), default=None,
+                   help=f"subset of the SAN row: {','.join(SAN_VARIANTS)} (default all)")
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--heads", type=int, default=1)
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
@@ -82,7 +84,7 @@ def parse_args(argv: Sequence[str] | None = None) -> BenchConfig:
         large_max_depth=a.large_max_depth, large_repeats=max(1, a.large_repeats),
         ckpt_graph=None if ckpt_graph == "none" else ckpt_graph, ckpt_depth=ckpt_depth, hidden=a.hidden,
         heads=a.heads, seed=a.seed, threads=threads, device=a.device, e2e_pairs=e2e_pairs, floor=floor,
-        san_depth=san_depth, san_repeats=a.san_repeats,
+        san_depth=san_depth, san_repeats=a.san_repeats, san_variants=tuple(a.san_variants or SAN_VARIANTS),
     )
 
 

@@ -24,8 +24,10 @@ Beside the step table, ``make bench`` measures (each optional):
   one fused run with numba's cache empty (its loops compiled in the run); graph ``pubmed``, depth 30;
 * ``gat_lip_layer``: one fused GAT-Lip layer forward + backward on PubMed beside its floor
   (:mod:`lipgnn.bench.floor`; ``ratio_vs_pyg`` holds measured / floor there), depth 1;
-* ``pyg_san`` / ``san`` / ``san_lip``: a 256-layer SAN step (Guan & He, ``conf/model/san.yaml``) on
-  Cora with ``model.impl=pyg`` and ``fused`` (``san_lip``: with LipschitzNorm).
+* the SAN row: a 256-layer SAN step (Guan & He, ``conf/model/san.yaml``: hidden 32, 4 heads, FFN 64) on
+  Cora with ``model.impl=pyg`` (``pyg_*``) and ``fused``: ``san`` (Post-LN), ``san_lip`` (with
+  LipschitzNorm), ``san_pre`` (Pre-LN), ``san_nonlocal`` (Post-LN with ``model.nonlocal=true``); each
+  ``ratio_vs_pyg`` against the ``pyg_`` variant of the same model (``san_lip`` against ``pyg_san``).
 
 A step is ``zero_grad → forward → cross-entropy over all nodes → backward → Adam step``. Per graph
 and depth all variants are built, each runs one warm-up step (which is also the memory measurement,
@@ -64,7 +66,8 @@ SUMMARY_COLUMNS: tuple[str, ...] = ("graph", "depth", "variant", "median_s", "pe
 LARGE_GRAPH_NODES = 100_000  # graphs above this size are capped at --large-max-depth
 
 
-SAN_VARIANTS: tuple[str, ...] = ("pyg_san", "san", "san_lip")
+SAN_VARIANTS: tuple[str, ...] = ("pyg_san", "san", "san_lip", "pyg_san_pre", "san_pre", "pyg_san_nonlocal",
+                                 "san_nonlocal")
 E2E_VARIANTS: tuple[str, ...] = ("train_py_pyg", "train_py_fused", "train_py_fused_cold")
 LAYER_VARIANT = "gat_lip_layer"
 
@@ -76,6 +79,8 @@ def attention_kind(variant: str) -> str:
 
 
 def baseline_of(variant: str) -> str:
+    if variant in SAN_VARIANTS:  # the same SAN on the PyG path (LipschitzNorm's baseline: the plain SAN)
+        return "pyg_" + variant.removeprefix("pyg_").removesuffix("_lip")
     return f"pyg_{attention_kind(variant)}"
 
 
@@ -137,7 +142,8 @@ def build_variant(variant: str, depth: int, num_features: int, num_classes: int,
 
 
 def _build_san(variant: str, depth: int, num_features: int, num_classes: int, seed: int) -> nn.Module:
-    """Guan & He's SAN with ``conf/model/san.yaml``'s settings (dropouts off, as for every variant)."""
+    """Guan & He's SAN with ``conf/model/san.yaml``'s settings (dropouts off, as for every variant);
+    ``*_pre``: Pre-LN, ``*_nonlocal``: nonlocal message passing."""
     from omegaconf import OmegaConf
 
     from lipgnn.models import build_model
@@ -145,6 +151,9 @@ def _build_san(variant: str, depth: int, num_features: int, num_classes: int, se
     model_cfg = OmegaConf.load(Path(__file__).resolve().parents[2] / "conf" / "model" / "san.yaml")
     model_cfg.impl = "pyg" if variant.startswith("pyg_") else "fused"
     model_cfg.dropout, model_cfg.attn_dropout = 0.0, 0.0
+    if variant.endswith("_pre"):
+        model_cfg.layer_norm = "pre"
+    model_cfg["nonlocal"] = variant.endswith("_nonlocal")
     norm_cfg = SimpleNamespace(name="lip" if variant.endswith("_lip") else "none", alpha=1.0, variant="paper")
     spec = SimpleNamespace(num_features=num_features, num_classes=num_classes, input="dense", vocab_sizes=(),
                            edge_dim=None, multilabel=False, task="node")
@@ -217,8 +226,6 @@ def _output_diff(models: dict[str, nn.Module], graph: BenchGraph) -> dict[str, f
     outs: dict[str, torch.Tensor] = {}
     with torch.no_grad():
         for name, model in models.items():
-            if attention_kind(name) == "san":
-                continue
             if name.startswith("pyg_") or not name.endswith("_lip"):
                 model.eval()
                 outs[name] = model(graph.x, graph.edge_index)
@@ -281,6 +288,7 @@ class BenchConfig:
     floor: bool = False         # the fused GAT-Lip layer against its floor (PubMed-sized graph)
     san_depth: int = 0          # SAN stack depth on Cora; 0 = skip
     san_repeats: int = 5
+    san_variants: tuple[str, ...] = SAN_VARIANTS
 
 
 def depths_for(graph: BenchGraph, cfg: BenchConfig) -> list[int]:
@@ -323,9 +331,8 @@ def run(cfg: BenchConfig, log: Callable[[str], None] = print) -> list[Measuremen
         graph = load_graph("cora", seed=cfg.seed).to(device)
         sources.setdefault("cora", graph.source)
         log(f"cora: SAN step at depth {cfg.san_depth}, {cfg.san_repeats} repeats")
-        results += bench_config(graph, cfg.san_depth, list(SAN_VARIANTS), cfg.san_repeats, device,
+        results += bench_config(graph, cfg.san_depth, list(cfg.san_variants), cfg.san_repeats, device,
                                 hidden=cfg.hidden, heads=cfg.heads, seed=cfg.seed, log=log)
-        _fix_san_ratios(results)
         del graph
         _clear_csr_cache()
         _write(cfg, results, sources, device, time.perf_counter() - started)
@@ -337,14 +344,6 @@ def run(cfg: BenchConfig, log: Callable[[str], None] = print) -> list[Measuremen
     _write(cfg, results, sources, device, time.perf_counter() - started, final=True, extras=extras)
     log(format_report(results))
     return results
-
-
-def _fix_san_ratios(results: list[Measurement]) -> None:
-    """SAN variants compare with ``pyg_san`` (bench_config pairs variants with stock GAT/GT stacks)."""
-    base = next((m for m in results if m.variant == "pyg_san"), None)
-    for m in results:
-        if m.variant in SAN_VARIANTS and base is not None and base.times_s:
-            m.ratio_vs_pyg = m.median_s / base.median_s
 
 
 def _layer_floor(cfg: BenchConfig, log: Callable[[str], None]) -> tuple[Measurement, dict[str, float]]:
@@ -452,7 +451,8 @@ def plot(results: list[Measurement], path: Path) -> None:
     styles = {"pyg_gat": ("tab:blue", "--"), "gat": ("tab:blue", ":"), "gat_lip": ("tab:blue", "-"),
               "pyg_gt": ("tab:red", "--"), "gt": ("tab:red", ":"), "gt_lip": ("tab:red", "-"),
               CKPT_VARIANT: ("tab:green", "-"), "pyg_san": ("tab:purple", "--"), "san": ("tab:purple", ":"),
-              "san_lip": ("tab:purple", "-")}
+              "san_lip": ("tab:purple", "-"), "pyg_san_pre": ("tab:brown", "--"), "san_pre": ("tab:brown", ":"),
+              "pyg_san_nonlocal": ("tab:olive", "--"), "san_nonlocal": ("tab:olive", ":")}
     for col, g in enumerate(graphs):
         for variant in dict.fromkeys(m.variant for m in results if m.graph == g):
             ms = sorted((m for m in results if m.graph == g and m.variant == variant), key=lambda m: m.depth)
@@ -503,6 +503,8 @@ def format_report(results: list[Measurement]) -> str:
                          f"tensors {a.tensor_peak_mb / b.tensor_peak_mb:.2f}x")
         for num, den, label in (("pyg_san", "san", "speed-up pyg_san/san"),
                                 ("pyg_san", "san_lip", "speed-up pyg_san/san_lip"),
+                                ("pyg_san_pre", "san_pre", "speed-up pyg_san_pre/san_pre"),
+                                ("pyg_san_nonlocal", "san_nonlocal", "speed-up pyg_san_nonlocal/san_nonlocal"),
                                 ("train_py_pyg", "train_py_fused", "train.py speed-up pyg/fused"),
                                 ("train_py_fused_cold", "train_py_fused",
                                  "train.py fused with numba's cache cold / warm")):

@@ -27,6 +27,7 @@ without self loops in the sum; the sparse products themselves are torch's.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import torch
@@ -81,8 +82,13 @@ class GraphMeasure:
         self.strength = strength
         # A[i, j] = omega_ij: row i sums over its neighbours j (target i, source j). CSR: its product with a
         # dense matrix is ~2x faster than COO's, and a 256-layer profile applies it at every layer.
-        self.adjacency = torch.sparse_coo_tensor(
-            torch.stack([edge_index[1], edge_index[0]]), w, (n, n), check_invariants=True).coalesce().to_sparse_csr()
+        # torch flags CSR as beta on every construction; this use (a product with a dense matrix) is stable, and
+        # the warning would otherwise print once per energy run.
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
+            self.adjacency = torch.sparse_coo_tensor(
+                torch.stack([edge_index[1], edge_index[0]]), w, (n, n), check_invariants=True
+            ).coalesce().to_sparse_csr()
 
     def laplacian(self, x: Tensor) -> Tensor:
         r""":math:`\Delta_\mu X(i) = \frac{1}{\mu_i} \big(\sum_{j \sim i} \omega_{ij} X(j) - s_i X(i)\big)`,

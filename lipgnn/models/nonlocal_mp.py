@@ -118,10 +118,17 @@ class NonlocalScale(nn.Module):
             agg = (out - root).view(x.size(0), heads, -1)
             # P_h (X V_h + b) - (X V_h + b) = P_h X V_h - X V_h: a value bias cancels (rows of P sum to 1).
             factor = (agg - values.view_as(agg)).pow(2).sum(dim=(0, 2)) / x.size(0)
+        return root + self.scale_heads(agg, factor)
+
+    def scale_heads(self, agg: Tensor, factor: Tensor) -> Tensor:
+        r"""``agg`` ``[n, H, C]`` (the heads' :math:`P_h X V_h`) times ``factor`` ``[H]``
+        (:math:`\tfrac{1}{n}\|P_h X - X\|^2`, detached unless ``grad``), heads concatenated to ``[n, H·C]``;
+        records the factor in :attr:`last_factor`. The fused SAN block, which computes ``agg`` and the
+        energies itself (:func:`lipgnn.nn.fused.san.san_attention`), enters here."""
         if not self.grad:
             factor = factor.detach()
         self.last_factor = factor.detach()
-        return root + (agg * factor.view(1, heads, 1)).reshape(x.size(0), -1)
+        return (agg * factor.view(1, -1, 1)).reshape(agg.size(0), -1)
 
     def extra_repr(self) -> str:
         return f"source={self.source}, grad={self.grad}"

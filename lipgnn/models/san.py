@@ -25,17 +25,24 @@ a linear map (an MLP without activation).
 The scores, softmax and :math:`P_i X V_i` are the suite's graph-transformer layer
 (:class:`~lipgnn.nn.LipTransformerConv`, or its CSR twin with ``model.impl=fused``) built with
 ``root_weight=False`` and ``bias=False``, on the graph with self-loops added once per forward by
-:class:`~lipgnn.models.deep.DeepGNN`. Its :math:`1/\sqrt{d}` uses the per-head width
-:math:`d = \text{hidden}/h`. ``norm=lip`` turns that layer's LipschitzNorm on: SAN-Lip, eq. (19) of
-Dasoulas et al. on SAN's dot-product scores.
+:class:`~lipgnn.models.deep.DeepGNN`. With ``model.impl=fused`` (and no LipschitzNorm, edge features or
+attention dropout in training) the block computes :math:`Q, K, V` in one GEMM and all heads'
+attention, :math:`P_h X V_h` and the nonlocal energies in one operation
+(:func:`lipgnn.nn.fused.san.san_attention`), with the same parameters and results. Its
+:math:`1/\sqrt{d}` uses the per-head width :math:`d = \text{hidden}/h`. ``norm=lip`` turns that layer's
+LipschitzNorm on: SAN-Lip, eq. (19) of Dasoulas et al. on SAN's dot-product scores.
 """
 
 from __future__ import annotations
 
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lipgnn.models.blocks import LN_PLACEMENTS
 from lipgnn.models.nonlocal_mp import NonlocalScale
+from lipgnn.nn.fused import FusedLipTransformerConv
+from lipgnn.nn.fused.graph import CSRGraph, resolve_graph
+from lipgnn.nn.fused.san import qkv_projection, san_attention
 
 
 class SANBlock(nn.Module):
@@ -79,6 +86,47 @@ class SANBlock(nn.Module):
             self.norm1 = nn.LayerNorm(hidden)
             self.norm2 = nn.LayerNorm(hidden)
 
+    def fused_path(self, x: Tensor, edge_attr: Tensor | None) -> bool:
+        """Whether :meth:`forward` runs the fused block (:mod:`lipgnn.nn.fused.san`): a
+        ``model.impl=fused`` conv with plain dot-product scores (no LipschitzNorm, edge features or
+        attention dropout in training); otherwise the conv's own forward."""
+        conv = self.conv
+        if not isinstance(conv, FusedLipTransformerConv) or edge_attr is not None or x.dim() != 2:
+            return False
+        if conv.lipschitz_norm or conv._score_kind() != "dot" or conv.lin_edge is not None or conv.root_weight:
+            return False
+        return conv.concat and not (self.training and conv.dropout > 0)
+
+    def _fused_message_passing(self, x: Tensor, graph: CSRGraph) -> Tensor:
+        """:meth:`message_passing` through :func:`~lipgnn.nn.fused.san.san_attention`: one QKV GEMM, one
+        attention operation for all heads (and the nonlocal energies), one output GEMM."""
+        conv = self.conv
+        heads, width = conv.heads, conv.out_channels
+        qkv = qkv_projection(x, conv.lin_query, conv.lin_key, conv.lin_value)
+        nonlocal_mp = self.nonlocal_mp
+        use_x = nonlocal_mp is not None and nonlocal_mp.source == "x"
+        out, energy = san_attention(qkv, graph, heads, width, x if use_x else None)
+        if nonlocal_mp is not None:
+            agg = out.view(x.size(0), heads, width)
+            if use_x:
+                factor = energy / x.size(0)
+            else:  # P_h X V_h - X V_h on the values (a value bias cancels: rows of P_h sum to 1)
+                value = qkv[:, 2 * heads * width:].reshape(x.size(0), heads, width)
+                factor = (agg - value).pow(2).sum(dim=(0, 2)) / x.size(0)
+            out = nonlocal_mp.scale_heads(agg, factor)
+        return F.linear(out, self.out_proj.weight, self.out_proj.bias)
+
+    def _fused_forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        graph = resolve_graph(edge_index, x.size(0), False)
+        if self.placement == "post":
+            y = self.norm1(x + self._fused_message_passing(x, graph))
+            return self.norm2(y + self.ffn(y))
+        if self.placement == "pre":
+            y = x + self._fused_message_passing(self.norm1(x), graph)
+            return y + self.ffn(self.norm2(y))
+        y = x + self._fused_message_passing(x, graph)
+        return y + self.ffn(y)
+
     def message_passing(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor | None = None) -> Tensor:
         """:math:`\\mathrm{MP}(X)` or, with ``nonlocal_mp``, :math:`\\mathrm{NonlocalMP}(X)`."""
         if self.nonlocal_mp is not None:
@@ -90,6 +138,8 @@ class SANBlock(nn.Module):
     def forward(
         self, x: Tensor, edge_index: Tensor, edge_attr: Tensor | None = None, x_0: Tensor | None = None
     ) -> Tensor:
+        if self.fused_path(x, edge_attr):
+            return self._fused_forward(x, edge_index)
         if self.placement == "post":
             y = self.norm1(x + self.message_passing(x, edge_index, edge_attr))
             return self.norm2(y + self.ffn(y))

@@ -8,7 +8,11 @@ lines (``render.markers``)::
     ... regenerated ...
     <!-- /auto:claim-residual -->
 
-A paper's blocks are its artifacts' ``report()`` bodies plus the run inventory (``protocol``).
+A paper's blocks are its artifacts' ``report()`` bodies plus the run inventory (``protocol``). An artifact's
+claims are computed once per record load (``artifact_claims``) and rendered by one renderer
+(``render.text.claims_table``): as its own ``<artifact>-claims`` block in its paper's part (every paper but the
+main one, whose part is the claims index itself) and as rows of the index of every paper's claims (``claims``,
+in the main part).
 ``update_report`` rewrites only the content between the markers of known blocks; every other byte (headings,
 discussion, unknown ``auto`` blocks) is left as it was. A missing part is created as a skeleton holding every
 block under its artifact's heading. The output has no timestamps and a fixed order: identical records give a
@@ -20,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,10 +36,11 @@ from lipgnn.results.artifact import Artifact
 from lipgnn.results.engine import Loader
 from lipgnn.results.labels import NOT_RUN_BUDGET
 from lipgnn.results.render.markers import close_marker, open_marker, replace_blocks
-from lipgnn.results.render.text import md_table
+from lipgnn.results.render.text import claims_table, md_cell, md_table
 from lipgnn.results.reporting import short_commit, summary
 from lipgnn.results.stats import LEGEND as STATS_LEGEND
 from lipgnn.results.store import _atomic_write_text, record_paths
+from lipgnn.results.verdict import Claim
 
 log = logging.getLogger("lipgnn.results")
 
@@ -49,6 +55,8 @@ PAPER_TITLES = {
 }
 PROTOCOL_BLOCK = "protocol"
 CLAIMS_BLOCK = "claims"
+#: An artifact's own claims block in its paper's part: ``<artifact name><CLAIMS_SUFFIX>``.
+CLAIMS_SUFFIX = "-claims"
 PAPER_SHORT = {"lipschitznorm": "LipschitzNorm", "guan_he": "Guan & He", "kim": "Kim et al."}
 PLACEHOLDER = "_(discussion to be written)_"
 
@@ -147,15 +155,38 @@ def provenance_text(commits: pd.Series) -> str:
 
 # --------------------------------------------------------------------------------------------- blocks
 
+# Claims per record load: the main part's index and each paper's own blocks read the same verdicts, and
+# computing them is the costly part of a claim (selection, statistics). Keyed weakly by the loader, so a new
+# load (new records) computes them afresh.
+_CLAIMS: weakref.WeakKeyDictionary[Loader, dict[str, list[Claim]]] = weakref.WeakKeyDictionary()
+
+
+def artifact_claims(loader: Loader, artifact: Artifact) -> list[Claim]:
+    """``artifact.claims`` on its records, computed once per ``loader`` (empty without claims)."""
+    if artifact.claims is None:
+        return []
+    cache = _CLAIMS.setdefault(loader, {})
+    if artifact.name not in cache:
+        cache[artifact.name] = artifact.claims(loader.frame(artifact))
+    return cache[artifact.name]
+
 
 def render_blocks(results_dir: str | os.PathLike, paper: str = MAIN_PAPER,
                   loader: Loader | None = None) -> dict[str, str]:
     """The body of every block of ``paper``'s part (markdown without the markers): the inventory, then each
-    artifact's ``report()`` blocks in registry order."""
+    artifact's ``report()`` blocks in registry order, each followed (outside the main part) by the artifact's
+    claims block ``<artifact>-claims``."""
     loader = loader or Loader(results_dir)
     blocks = {PROTOCOL_BLOCK: block_protocol(loader, paper)}
     for artifact in paper_artifacts(paper):
-        for name, body in artifact.report(loader.frame(artifact)).items():
+        bodies = artifact.report(loader.frame(artifact))
+        if artifact.claims is not None and paper != MAIN_PAPER:
+            name = f"{artifact.name}{CLAIMS_SUFFIX}"
+            if name in bodies:
+                raise ValueError(f"artifact {artifact.name} writes its own {name!r} block: claims are rendered by "
+                                 "the report from its claims(); drop the block from its report()")
+            bodies = {**bodies, name: claims_table(artifact_claims(loader, artifact))}
+        for name, body in bodies.items():
             if name in blocks:
                 raise ValueError(f"report block {name!r} of artifact {artifact.name} is defined twice: rename it")
             blocks[name] = f'<a id="{name}"></a>\n\n{body}'   # the claims index links here
@@ -177,11 +208,9 @@ def block_claims(loader: Loader) -> str:
     """One row per claim of every paper: section, the paper's words, our verdict, runs, and a link."""
     rows = []
     for artifact in registry.artifacts():
-        if artifact.claims is None:
-            continue
-        for claim in artifact.claims(loader.frame(artifact)):
+        for claim in artifact_claims(loader, artifact):
             rows.append([PAPER_SHORT.get(claim.paper, claim.paper), claim.section,
-                         "“" + claim.quote.replace("|", "\\|") + "”", f"**{claim.verdict}**", str(claim.n_runs),
+                         f"“{md_cell(claim.quote)}”", f"**{claim.verdict}**", str(claim.n_runs),
                          f"[{artifact.name}]({_claim_link(artifact.paper, claim.anchor)})"])
     if not rows:
         return "No claims registered."

@@ -23,6 +23,8 @@ Layout (one job per module, as PyG splits ``torch_geometric.nn.conv`` from ``tor
                             in the module that calls it (CUDA, or ``LIPGNN_KERNELS=eager``)
 ``gat_conv``                :class:`FusedLipGATConv`
 ``transformer_conv``        :class:`FusedLipTransformerConv`
+``san``, ``san_kernels``    the SAN block's attention (all heads, the nonlocal energy) as one operation
+                            and its compiled loops (``model=san``)
 ==========================  ===========================================================================
 
 The layers are drop-in subclasses of :class:`~lipgnn.nn.LipGATConv` and

@@ -64,10 +64,16 @@ def md_table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines
 
 
+def md_cell(text: str) -> str:
+    """``text`` safe inside a Markdown table cell: a ``|`` would end the cell, so it is escaped."""
+    return str(text).replace("|", "\\|")
+
+
 def claims_table(claims: list) -> str:
-    """An artifact's verdict objects (:class:`lipgnn.results.artifact.Claim`) as a markdown table, for the
-    artifact's own section of a report part."""
+    """An artifact's verdict objects (:class:`lipgnn.results.verdict.Claim`) as a markdown table: the one
+    renderer of an artifact's claims block in its paper's part (``lipgnn.results.report``)."""
     if not claims:
         return "no claims\n"
-    rows = [[f"“{c.quote}”", c.section, f"**{c.verdict}**", c.evidence, str(c.n_runs)] for c in claims]
+    rows = [[f"“{md_cell(c.quote)}”", md_cell(c.section), f"**{c.verdict}**", md_cell(c.evidence), str(c.n_runs)]
+            for c in claims]
     return "\n".join(md_table(["claim", "where", "verdict", "evidence", "runs"], rows)) + "\n"

@@ -19,7 +19,6 @@ import pandas as pd
 
 from lipgnn.diagnostics.frames import ARCH_LABELS, ARCHITECTURES, energy_frame, geo_stats, sci
 from lipgnn.results.artifact import Artifact
-from lipgnn.results.render.text import claims_table
 from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS, HOLDS_IN_PART, NOT_RUN, TOO_FEW_SEEDS, Claim
 
 DATASETS: tuple[str, ...] = ("cora", "citeseer", "pubmed", "cs", "physics")
@@ -218,8 +217,68 @@ def report(df: pd.DataFrame) -> dict[str, str]:
             vals.append(f"{sci(geo_stats(sub['ours_geomean'])[0])} ({len(sub)} datasets)")
         per_arch.append(f"| init={init}, features={features} | " + " | ".join(vals) + " |")
     blocks["gh_energy-choices"] = "\n".join(choice_rows + per_arch)
-    blocks["gh_energy-claims"] = claims_table(claims(df))
+    blocks["gh_energy-features"] = features_block(c)
     return blocks
+
+
+#: The feature-normalisation ablation's sweep (conf/grid/gh_energy_cpu_features.yaml).
+FEATURES_COMMAND = ("python -m lipgnn.diagnostics.runner experiment=gh_energy budget=cpu "
+                    "grid=gh_energy_cpu_features")
+
+
+def feature_ratios(c: pd.DataFrame) -> pd.DataFrame:
+    """Per cell run with row-normalised features: its geometric mean over seeds divided by the raw-feature
+    cell's (same architecture, dataset, depth, ``MAIN['init']``); NaN where the raw cell is missing."""
+    keys = ["architecture", "dataset", "depth"]
+    same_init = c[c["init"] == MAIN["init"]]
+    raw = same_init[same_init["features"] == "raw"].set_index(keys)["ours_geomean"]
+    row = same_init[same_init["features"] == "row"]
+    if row.empty:
+        return pd.DataFrame(columns=[*keys, "row", "raw", "ratio", "n_seeds"])
+    out = row[keys + ["ours_geomean", "n_seeds"]].rename(columns={"ours_geomean": "row"})
+    out["raw"] = [raw.get(tuple(k), math.nan) for k in out[keys].itertuples(index=False)]
+    out["ratio"] = out["row"] / out["raw"]
+    return out.reset_index(drop=True)
+
+
+def _range_text(values: pd.Series) -> str:
+    v = values[values.map(math.isfinite)]
+    return "no cell" if v.empty else f"{_fmt(v.median())} (range {_fmt(v.min())}–{_fmt(v.max())}, {len(v)} cells)"
+
+
+def features_block(c: pd.DataFrame) -> str:
+    """The measured effect of row-normalising the input features: row/raw per cell, a summary per depth, and
+    the PubMed/Cora ratio at the shallowest depth (the paper's dataset ordering) under both and in the paper."""
+    r = feature_ratios(c)
+    if r.empty:
+        return f"not run (`{FEATURES_COMMAND}`)"
+    depths = sorted(int(d) for d in r["depth"].unique())
+    lines = [f"Row-normalised over raw features, E_2(X^L)/d (geometric means over seeds, init={MAIN['init']}), "
+             "per cell:", "", "| architecture | dataset | " + " | ".join(f"{d} layers" for d in depths) + " |",
+             "|---|---|" + "---|" * len(depths)]
+    for arch in ARCHITECTURES:
+        for dataset in DATASETS:
+            sub = r[(r["architecture"] == arch) & (r["dataset"] == dataset)]
+            if sub.empty:
+                continue
+            cells_ = [_fmt(sub.loc[sub["depth"] == d, "ratio"].iloc[0]) if (sub["depth"] == d).any() else "not run"
+                      for d in depths]
+            lines.append(f"| {ARCH_LABELS[arch]} | {DATASET_LABELS[dataset]} | " + " | ".join(cells_) + " |")
+    lines += ["", "Median row/raw ratio over architectures and datasets: "
+              + "; ".join(f"{d} layers {_range_text(r.loc[r['depth'] == d, 'ratio'])}" for d in depths) + "."]
+    shallow = depths[0]
+    order = []
+    for arch in ARCHITECTURES:
+        sub = c[(c["init"] == MAIN["init"]) & (c["architecture"] == arch) & (c["depth"] == shallow)]
+        vals = {(f, d): g for f, d, g in zip(sub["features"], sub["dataset"], sub["ours_geomean"], strict=True)}
+        if all((f, d) in vals for f in ("raw", "row") for d in ("pubmed", "cora")):
+            raw_q, row_q = (vals[(f, "pubmed")] / vals[(f, "cora")] for f in ("raw", "row"))
+            paper_q = paper_value(arch, "pubmed", shallow) / paper_value(arch, "cora", shallow)
+            order.append(f"| {ARCH_LABELS[arch]} | {_fmt(raw_q)} | {_fmt(row_q)} | {_fmt(paper_q)} |")
+    if order:
+        lines += ["", f"PubMed/Cora energy ratio at {shallow} layers (the paper's dataset ordering):", "",
+                  "| architecture | raw features | row-normalised | paper |", "|---|---|---|---|", *order]
+    return "\n".join(lines)
 
 
 def _fmt(value: float) -> str:

@@ -25,7 +25,6 @@ from lipgnn.diagnostics.energy import relative_energy
 from lipgnn.diagnostics.frames import ARCH_LABELS, ARCHITECTURES, energy_frame, fit_laws, geomean_profile, law_name
 from lipgnn.results.artifact import Artifact
 from lipgnn.results.artifacts.guan_he.gh_energy import DATASET_LABELS, DATASETS, MAIN
-from lipgnn.results.render.text import claims_table
 from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, HOLDS_IN_PART, NOT_RUN, TOO_FEW_SEEDS, Claim
 
 DEPTH = 256
@@ -123,10 +122,7 @@ def figure(df: pd.DataFrame) -> Any:
 
 def report(df: pd.DataFrame) -> dict[str, str]:
     p = profiles(df)
-    verdicts = claims_table(claims(df))
-    if p.empty:
-        return {"gh_evolution-fits": "not run", "gh_evolution-claims": verdicts}
-    return {"gh_evolution-fits": "\n".join(_fit_table(p)), "gh_evolution-claims": verdicts}
+    return {"gh_evolution-fits": "not run" if p.empty else "\n".join(_fit_table(p))}
 
 
 def claims(df: pd.DataFrame) -> list[Claim]:

@@ -75,10 +75,3 @@ def tex_text(table: pd.DataFrame) -> str:
 def outputs(table: pd.DataFrame) -> dict[str, str]:
     return {"csv": csv_text(table), "md": md_text(table), "tex": tex_text(table)}
 
-
-def claims_md(claims: list) -> str:
-    """The verdicts of an artifact's claims as a markdown list (quote, verdict, evidence)."""
-    if not claims:
-        return "no claims\n"
-    return "".join(f"- **{c.section}** — “{c.quote}” → **{c.verdict}**. {c.evidence} ({c.n_runs} records)\n"
-                   for c in claims)

@@ -13,7 +13,6 @@ from lipgnn.results.artifact import Artifact
 from lipgnn.results.artifacts.kim._common import (
     PAPER,
     budget_of,
-    claims_md,
     completed,
     md_text,
     outputs,
@@ -146,7 +145,7 @@ def claims(records: pd.DataFrame) -> list[Claim]:
 
 
 def report(records: pd.DataFrame) -> dict[str, str]:
-    return {**_blocks(records), "kim_bounds-verdicts": claims_md(claims(records))}
+    return _blocks(records)
 
 
 ARTIFACT = Artifact(
