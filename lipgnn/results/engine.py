@@ -85,7 +85,11 @@ def make_figures(results_dir: str | os.PathLike, out_dir: str | os.PathLike | No
     out.mkdir(parents=True, exist_ok=True)
     loader = Loader(results_dir)
     written = []
+    import matplotlib.pyplot as plt
+
     with matplotlib.rc_context(RC):
         for artifact in selected("figure", names):
-            written += save_figure(artifact.figure(loader.frame(artifact)), out / artifact.name)
+            fig = artifact.figure(loader.frame(artifact))
+            written += save_figure(fig, out / artifact.name)
+            plt.close(fig)  # artifacts drawn with pyplot stay open until closed (a no-op for a bare Figure)
     return written

@@ -48,6 +48,13 @@ def note(ax, text: str) -> None:
             fontsize=9, color="0.35", bbox={"boxstyle": "round", "fc": "0.95", "ec": "0.8"})
 
 
+def legend(ax, **kwargs) -> None:
+    """``ax.legend(**kwargs)`` when the axes has labelled artists; a panel drawn from no records has none, and
+    matplotlib would warn for every empty figure."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**kwargs)
+
+
 def empty_figure(name: str, title: str) -> Figure:
     fig = Figure(figsize=(6, 3.5), layout="constrained")
     ax = fig.add_subplot()

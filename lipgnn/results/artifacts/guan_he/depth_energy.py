@@ -20,6 +20,7 @@ import pandas as pd
 
 from lipgnn.diagnostics.frames import energy_frame, sci
 from lipgnn.results.artifact import Artifact
+from lipgnn.results.plotting import legend
 from lipgnn.results.store import variant_label
 
 VARIANTS: tuple[str, ...] = ("GAT", "GAT-Pn", "GAT-Ln", "GAT-Lip", "GT", "GT-Lip", "SAN-Lip")
@@ -96,7 +97,7 @@ def figure(df: pd.DataFrame) -> Any:
         ax.set_yscale("log")
         ax.set_xlabel("layers")
         ax.set_title(f"{dataset}: dashed = init, solid = after training", fontsize=9)
-        ax.legend(fontsize=7)
+        legend(ax, fontsize=7)
     axes[0][0].set_ylabel("E_2(X^L) / d")
     fig.tight_layout()
     return fig

@@ -19,6 +19,7 @@ import pandas as pd
 
 from lipgnn.diagnostics.frames import ARCH_LABELS, ARCHITECTURES, energy_frame, geo_stats, sci
 from lipgnn.results.artifact import Artifact
+from lipgnn.results.plotting import legend
 from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS, HOLDS_IN_PART, NOT_RUN, TOO_FEW_SEEDS, Claim
 
 DATASETS: tuple[str, ...] = ("cora", "citeseer", "pubmed", "cs", "physics")
@@ -164,7 +165,7 @@ def figure(df: pd.DataFrame) -> Any:
         ax.set_title(f"{ARCH_LABELS[arch]} ({TABLE_OF[arch]})", fontsize=9)
         ax.set_xlabel("layers")
     axes[0].set_ylabel("E_2(X^L) / d at init")
-    axes[0].legend(fontsize=6, title="lines: ours (band min–max); x: paper", title_fontsize=6)
+    legend(axes[0], fontsize=6, title="lines: ours (band min–max); x: paper", title_fontsize=6)
     fig.tight_layout()
     return fig
 

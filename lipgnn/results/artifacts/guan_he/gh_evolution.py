@@ -25,6 +25,7 @@ from lipgnn.diagnostics.energy import relative_energy
 from lipgnn.diagnostics.frames import ARCH_LABELS, ARCHITECTURES, energy_frame, fit_laws, geomean_profile, law_name
 from lipgnn.results.artifact import Artifact
 from lipgnn.results.artifacts.guan_he.gh_energy import DATASET_LABELS, DATASETS, MAIN
+from lipgnn.results.plotting import legend
 from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, HOLDS_IN_PART, NOT_RUN, TOO_FEW_SEEDS, Claim
 
 DEPTH = 256
@@ -114,7 +115,7 @@ def figure(df: pd.DataFrame) -> Any:
         ax.set_title(f"{ARCH_LABELS[arch]} — paper: {EXPECTED[arch]}", fontsize=9)
         ax.set_xlabel("layer k + 1")
         ax.grid(True, which="both", alpha=0.2)
-        ax.legend(fontsize=6)
+        legend(ax, fontsize=6)
     axes[0].set_ylabel("E_2(X^k) / d at init (geomean over seeds)")
     fig.tight_layout()
     return fig

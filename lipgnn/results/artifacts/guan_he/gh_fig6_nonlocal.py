@@ -24,6 +24,7 @@ import pandas as pd
 from lipgnn.results.artifact import Artifact
 from lipgnn.results.artifacts.guan_he._common import PAPER, table_files
 from lipgnn.results.grid import declared_grid
+from lipgnn.results.plotting import legend
 from lipgnn.results.protocol import partial_text, select_best, with_selected_metrics
 from lipgnn.results.records import label_extras
 from lipgnn.results.render.text import fmt_value, joined, md_table
@@ -219,7 +220,7 @@ def figure(records: pd.DataFrame) -> Any:
     ax.set_title(f"Cora, Fig. 6 cpu grid — nonlocal rows ({BEYOND})\n"
                  "dashed: the paper's variants; dotted: Post-LN; x at 0: every run of the point diverged",
                  fontsize=7)
-    ax.legend(fontsize=6, ncol=2)
+    legend(ax, fontsize=6, ncol=2)
     fig.tight_layout()
     return fig
 

@@ -10,6 +10,7 @@ import pandas as pd
 
 from lipgnn.results.artifact import Artifact
 from lipgnn.results.artifacts.kim._common import PAPER, budget_of, completed, md_text, outputs, payloads
+from lipgnn.results.plotting import legend
 from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, NOT_RUN, Claim
 
 EXPERIMENT = "kim_divergence"
@@ -59,7 +60,7 @@ def figure(records: pd.DataFrame):
     ax.set_xlabel("Adam steps")
     ax.set_ylabel(r"$\|J_f(X)\|_\infty$")
     ax.set_title(f"App. L: maximising the Jacobian norm (random weights, budget {budget_of(records)})", fontsize=8)
-    ax.legend(fontsize=7)
+    legend(ax, fontsize=7)
     fig.tight_layout()
     return fig
 

@@ -10,6 +10,7 @@ import pandas as pd
 
 from lipgnn.results.artifact import Artifact
 from lipgnn.results.artifacts.kim._common import completed, md_text, outputs
+from lipgnn.results.plotting import legend
 
 EXPERIMENTS = ("fig6_l2", "fig6")
 
@@ -60,7 +61,7 @@ def figure(records: pd.DataFrame):
     ax.set_xlabel("layers")
     ax.set_ylabel("test accuracy (%)")
     ax.set_title("Cora, Fig. 6 cpu grid: GT-L2 extra rows (dashed: the paper's variants)", fontsize=8)
-    ax.legend(fontsize=7)
+    legend(ax, fontsize=7)
     fig.tight_layout()
     return fig
 

@@ -9,6 +9,7 @@ import pandas as pd
 
 from lipgnn.results.artifact import Artifact
 from lipgnn.results.artifacts.kim._common import PAPER, budget_of, completed, md_text, outputs, payloads
+from lipgnn.results.plotting import legend
 from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, NOT_RUN, Claim
 
 EXPERIMENT = "kim_invertibility"
@@ -47,7 +48,7 @@ def figure(records: pd.DataFrame):
         ax.set_yscale("log")
         ax.set_title(LABELS[key])
         ax.set_xlabel("fixed-point iterations")
-        ax.legend(fontsize=7)
+        legend(ax, fontsize=7)
     axes[0].set_ylabel("max reconstruction error")
     fig.suptitle(f"Fig. 3: invertibility of x + c f(x) (random weights, budget {budget_of(records)})", fontsize=9)
     fig.tight_layout()

@@ -10,6 +10,7 @@ import pandas as pd
 
 from lipgnn.results.artifact import Artifact
 from lipgnn.results.artifacts.kim._common import budget_of, completed, md_text, outputs, payloads
+from lipgnn.results.plotting import legend
 from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, NOT_RUN, Claim
 
 EXPERIMENT = "lip_estimates"
@@ -66,7 +67,7 @@ def figure(records: pd.DataFrame):
         ax.set_xlabel("layer")
         ax.set_title(f"{stage} (dashed: LipschitzNorm bound)")
     axes[0].set_ylabel(r"estimated $\mathrm{Lip}_2$ of the layer")
-    axes[0].legend(fontsize=7)
+    legend(axes[0], fontsize=7)
     fig.suptitle(f"Cora, per-layer Lipschitz estimates (budget {budget_of(records)})", fontsize=9)
     fig.tight_layout()
     return fig
