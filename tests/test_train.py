@@ -110,6 +110,24 @@ def test_killed_run_resumes_from_checkpoint_to_the_uninterrupted_result(tmp_path
     assert not list((tmp_path / "res" / "checkpoints").rglob("checkpoint.pt"))
 
 
+def test_killed_fig5_run_resumes_with_its_plateau_and_stopping_state(tmp_path: Path) -> None:
+    # Alon & Yahav's protocol keeps state beyond the optimiser (on-the-fly train accuracy, the plateau scheduler
+    # stepped on it, the stopping rule's counter); a resumed run must continue all of it, bit for bit.
+    args = ["experiment=fig5", "budget=cpu", "dataset.tree_depth=2", "variant=gat_lip", "train.epochs=8",
+            "train.eval_every=1", "train.plateau_patience=1", "train.train_patience=2", "train.checkpoint_every=2",
+            "model.hidden=8"]
+    reference = run(compose_cfg([*args, f"results_dir={tmp_path / 'ref'}"]))
+    assert len(reference["history"]["epoch"]) == 3   # the stopping rule ends it, after the kill point below
+    killed = run_cli([*args, "results_dir=res"], tmp_path, env={"LIPGNN_FAULT": "kill@gat-lip:3"})
+    assert killed.returncode == -9
+    resumed = run_cli([*args, "results_dir=res"], tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    record = json.loads(next((tmp_path / "res" / "runs").rglob("*.json")).read_text())
+    assert record["resumed_from"] == 2
+    assert record["history"] == reference["history"] and record["best"] == reference["best"]
+    assert record["best_train"] == reference["best_train"]
+
+
 def test_wandb_offline_run_writes_its_metrics_locally(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("wandb")
     monkeypatch.setenv("WANDB_MODE", "offline")
