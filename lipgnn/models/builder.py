@@ -269,10 +269,6 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any) 
             from lipgnn.nn.fused import ELU as FusedELU  # the same function, one compiled loop on CPU
 
             act_cls = FusedELU
-        if impl == "fused" and act_cls is nn.ELU:
-            from lipgnn.nn.fused import ELU as FusedELU  # the same function, one compiled loop on CPU
-
-            act_cls = FusedELU
 
         def make_conv(layer: int) -> tuple[nn.Module, str]:
             if name == "gat":

@@ -116,17 +116,6 @@ class SANBlock(nn.Module):
             out = nonlocal_mp.scale_heads(agg, factor)
         return F.linear(out, self.out_proj.weight, self.out_proj.bias)
 
-    def _fused_forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
-        graph = resolve_graph(edge_index, x.size(0), False)
-        if self.placement == "post":
-            y = self.norm1(x + self._fused_message_passing(x, graph))
-            return self.norm2(y + self.ffn(y))
-        if self.placement == "pre":
-            y = x + self._fused_message_passing(self.norm1(x), graph)
-            return y + self.ffn(self.norm2(y))
-        y = x + self._fused_message_passing(x, graph)
-        return y + self.ffn(y)
-
     def message_passing(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor | None = None) -> Tensor:
         """:math:`\\mathrm{MP}(X)` or, with ``nonlocal_mp``, :math:`\\mathrm{NonlocalMP}(X)`."""
         if self.nonlocal_mp is not None:
@@ -139,14 +128,20 @@ class SANBlock(nn.Module):
         self, x: Tensor, edge_index: Tensor, edge_attr: Tensor | None = None, x_0: Tensor | None = None
     ) -> Tensor:
         if self.fused_path(x, edge_attr):
-            return self._fused_forward(x, edge_index)
+            graph = resolve_graph(edge_index, x.size(0), False)
+
+            def mp(h: Tensor) -> Tensor:
+                return self._fused_message_passing(h, graph)
+        else:
+            def mp(h: Tensor) -> Tensor:
+                return self.message_passing(h, edge_index, edge_attr)
         if self.placement == "post":
-            y = self.norm1(x + self.message_passing(x, edge_index, edge_attr))
+            y = self.norm1(x + mp(x))
             return self.norm2(y + self.ffn(y))
         if self.placement == "pre":
-            y = x + self.message_passing(self.norm1(x), edge_index, edge_attr)
+            y = x + mp(self.norm1(x))
             return y + self.ffn(self.norm2(y))
-        y = x + self.message_passing(x, edge_index, edge_attr)
+        y = x + mp(x)
         return y + self.ffn(y)
 
     def extra_repr(self) -> str:

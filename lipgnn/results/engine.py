@@ -78,6 +78,7 @@ def make_figures(results_dir: str | os.PathLike, out_dir: str | os.PathLike | No
                  names: tuple[str, ...] | None = None) -> list[Path]:
     """Write ``<out_dir>/<artifact>.{png,pdf}`` (default ``results_dir/figures``); return the paths."""
     import matplotlib  # only figures need it (slow to import)
+    import matplotlib.pyplot as plt
 
     from lipgnn.results.plotting import RC, save_figure
 
@@ -85,8 +86,6 @@ def make_figures(results_dir: str | os.PathLike, out_dir: str | os.PathLike | No
     out.mkdir(parents=True, exist_ok=True)
     loader = Loader(results_dir)
     written = []
-    import matplotlib.pyplot as plt
-
     with matplotlib.rc_context(RC):
         for artifact in selected("figure", names):
             fig = artifact.figure(loader.frame(artifact))

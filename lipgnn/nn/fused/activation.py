@@ -9,8 +9,8 @@ r"""ELU for the fused path (``model.impl=fused``), equal to ``torch.nn.ELU`` wit
 Why not ``torch.nn.ELU``: on one CPU thread its kernel costs more than the fused layer's projection
 GEMM on PubMed's ``[19717, 64]`` hidden features; here it is one compiled loop forward and one backward
 (:func:`lipgnn.nn.fused.kernels.bias_elu`), the backward reading the saved output only. A fused GAT layer
-followed by an ELU applies it together with its bias (:func:`bias_elu`, :meth:`FusedLipGATConv.fold_activation
-<lipgnn.nn.fused.FusedLipGATConv.fold_activation>`): one pass over ``[N, F]`` instead of two each way. CUDA tensors,
+followed by an ELU applies it together with its bias (:func:`bias_elu`, through ``FusedLipGATConv.forward``'s
+``activation=``): one pass over ``[N, F]`` instead of two each way. CUDA tensors,
 float64, ``inplace=True`` and ``LIPGNN_KERNELS=eager`` use ``torch.nn.ELU``'s own forward.
 """
 
