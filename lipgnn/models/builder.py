@@ -147,6 +147,16 @@ def attention_conv_classes(impl: str) -> tuple[type[nn.Module], type[nn.Module]]
     raise ConfigError(f"model.impl={impl} is unknown; choose one of: {', '.join(IMPLS)}")
 
 
+def input_linear_class(impl: str) -> type[nn.Linear]:
+    """The encoder's ``Linear`` for ``model.impl``: ``fused`` multiplies sparse features in CSR form
+    (:class:`~lipgnn.nn.fused.sparse_input.SparseInputLinear`); ``pyg`` keeps the dense product."""
+    if impl == "fused":
+        from lipgnn.nn.fused.sparse_input import SparseInputLinear
+
+        return SparseInputLinear
+    return nn.Linear
+
+
 def _spec_fields(spec: Any) -> tuple[str, int, tuple[int, ...], int, int | None]:
     """(input, num_features, vocab_sizes, num_classes, edge_dim), validated, from a DataSpec-like."""
     input_kind = str(getattr(spec, "input", "dense"))
@@ -334,7 +344,8 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any) 
         )
 
     encoder: nn.Module = (
-        EmbeddingSum(vocab_sizes, hidden) if input_kind == "embedding" else nn.Linear(num_features, hidden)
+        EmbeddingSum(vocab_sizes, hidden) if input_kind == "embedding"
+        else input_linear_class(impl)(num_features, hidden)
     )
     gcnii = name == "gcnii"
     return DeepGNN(
@@ -396,7 +407,7 @@ def _build_san(model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any) -> DeepGNN:
     if input_kind == "embedding":
         encoder: nn.Module = EmbeddingSum(vocab_sizes, hidden)
     else:
-        layers: list[nn.Module] = [nn.Dropout(dropout), nn.Linear(num_features, hidden)]
+        layers: list[nn.Module] = [nn.Dropout(dropout), input_linear_class(impl)(num_features, hidden)]
         if act_cls is not None:
             layers.append(act_cls())
         layers.append(nn.Linear(hidden, hidden))

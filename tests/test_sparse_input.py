@@ -1,0 +1,125 @@
+"""The fused encoder for sparse features (lipgnn.nn.fused.sparse_input) against torch.nn.Linear."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import pytest
+import torch
+from torch import nn
+
+from lipgnn.config import compose
+from lipgnn.data.spec import DataSpec
+from lipgnn.models import build_model
+from lipgnn.nn.fused import kernels
+from lipgnn.nn.fused.sparse_input import MAX_DENSITY, SparseInputLinear
+
+
+def _sparse_features(n: int = 300, f: int = 120, density: float = 0.05, seed: int = 0,
+                     dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(n, f, generator=g, dtype=dtype)
+    return torch.where(torch.rand(n, f, generator=g, dtype=dtype) < density, x, torch.zeros((), dtype=dtype))
+
+
+def _pair(f: int = 120, out: int = 16, dtype: torch.dtype = torch.float32) -> tuple[SparseInputLinear, nn.Linear]:
+    torch.manual_seed(1)
+    ours = SparseInputLinear(f, out, dtype=dtype)
+    ref = nn.Linear(f, out, dtype=dtype)
+    ref.load_state_dict(ours.state_dict())
+    return ours, ref
+
+
+def _forward_backward(lin: nn.Linear, x: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    lin.zero_grad()
+    y = lin(x)
+    (y * g).sum().backward()
+    return y.detach(), lin.weight.grad.clone(), lin.bias.grad.clone()
+
+
+def test_csr_t_matmul_matches_hand_computed_product() -> None:
+    # x = [[1, 0, 2], [0, 3, 0]], g = [[1, 10], [100, 1000]]: xᵀ g row k sums x[i, k] g[i].
+    x = torch.tensor([[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]]).to_sparse_csr()
+    g = torch.tensor([[1.0, 10.0], [100.0, 1000.0]])
+    expected = torch.tensor([[1.0, 10.0], [300.0, 3000.0], [2.0, 20.0]])
+    assert torch.equal(kernels.csr_t_matmul(x, g), expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_values_and_gradients_equal_nn_linear_from_the_second_forward_on(dtype: torch.dtype) -> None:
+    ours, ref = _pair(dtype=dtype)
+    x = _sparse_features(dtype=dtype)
+    g = torch.randn(x.size(0), 16, dtype=dtype)
+    first = _forward_backward(ours, x, g)
+    assert ours._seen is not None and not ours._seen[3]  # first sight: the dense product
+    second = _forward_backward(ours, x, g)
+    assert ours._seen[2] is not None and ours._seen[2].layout == torch.sparse_csr  # now the CSR product
+    expected = _forward_backward(ref, x, g)
+    tol = 1e-5 if dtype == torch.float32 else 1e-12
+    for got in (first, second):
+        for a, b in zip(got, expected, strict=True):
+            torch.testing.assert_close(a, b, rtol=tol, atol=tol)
+
+
+def test_dense_features_stay_dense() -> None:
+    ours, _ = _pair()
+    x = _sparse_features(density=min(1.0, 2 * MAX_DENSITY))
+    ours(x)
+    ours(x)
+    assert ours._seen[3] and ours._seen[2] is None
+
+
+def test_features_modified_in_place_are_converted_again() -> None:
+    ours, ref = _pair()
+    x = _sparse_features()
+    ours(x)
+    ours(x)
+    x[0, :] = 1.0  # in place: the old CSR copy no longer holds x
+    ours(x)
+    torch.testing.assert_close(ours(x), ref(x))
+
+
+def test_inputs_that_need_a_gradient_or_eager_kernels_take_the_dense_product() -> None:
+    ours, ref = _pair()
+    x = _sparse_features().requires_grad_()
+    ours(x)
+    y = ours(x)
+    assert ours._seen is None  # never considered
+    y.sum().backward()
+    assert x.grad is not None
+    with kernels.disabled():
+        z = _sparse_features()
+        ours(z)
+        ours(z)
+        assert ours._seen is None
+
+
+def test_a_copy_built_during_evaluation_serves_training() -> None:
+    ours, ref = _pair()
+    x = _sparse_features()
+    g = torch.randn(x.size(0), 16)
+    ours(x)
+    with torch.inference_mode():
+        ours(x)  # converts here
+    got = _forward_backward(ours, x, g)
+    for a, b in zip(got, _forward_backward(ref, x, g), strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_copies_and_pickles_keep_parameters_not_the_cache() -> None:
+    ours, _ = _pair()
+    x = _sparse_features()
+    ours(x)
+    ours(x)
+    for clone in (copy.deepcopy(ours), pickle.loads(pickle.dumps(ours))):
+        assert clone._seen is None
+        torch.testing.assert_close(clone(x), ours(x))
+    assert set(ours.state_dict()) == {"weight", "bias"}
+
+
+@pytest.mark.parametrize("impl, expected", [("fused", SparseInputLinear), ("pyg", nn.Linear)])
+def test_builder_uses_the_sparse_encoder_on_the_fused_path_only(impl: str, expected: type) -> None:
+    cfg = compose(["model=gat", "norm=lip", "depth=2", f"model.impl={impl}"])
+    model = build_model(cfg.model, cfg.norm, DataSpec(num_features=40, num_classes=3), 2)
+    assert type(model.encoder) is expected
