@@ -131,7 +131,7 @@ def validate(cfg: DictConfig) -> None:
         _require(model.hidden % model.heads == 0,
                  f"model.hidden={model.hidden} is not divisible by model.heads={model.heads} "
                  "(concat splits the width over heads); change one of them or use head_aggregation=mean")
-    _require(model.impl == "pyg" or model.name in ATTENTION_MODELS,
+    _require(model.impl != "fused" or model.name in ATTENTION_MODELS,
              f"model.impl=fused exists only for attention models ({', '.join(ATTENTION_MODELS)}), "
              f"not model={model.name}; use model.impl=pyg")
     _validate_block_options(model, norm)

@@ -60,7 +60,7 @@ class ModelConfig:
     dropout: float = number(0.5, ge=0.0, lt=1.0)
     attn_dropout: float = number(0.0, ge=0.0, lt=1.0)
     residual: Any = flag(False)
-    impl: str = choice("pyg", "pyg", "fused")
+    impl: str = choice("pyg", "auto", "pyg", "fused")
     layer_norm: str = choice("none", "none", "pre", "post")  # pre: x + f(LN(x)); post: LN(x + f(x))
     activation: str = choice("default", "default", "relu", "elu", "gelu", "none")
     score: str = choice("dot", "dot", "l2")  # GT attention score: dot product or L2 distance (Kim et al.)

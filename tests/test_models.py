@@ -23,6 +23,7 @@ from lipgnn.models import (
     attention_parameters,
     build_model,
 )
+from lipgnn.models.builder import resolve_impl
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 NON_ATTENTION = [m for m in MODEL_NAMES if m not in ATTENTION_MODELS]
@@ -38,6 +39,9 @@ def model_cfg(name: str, /, **overrides):
     """The shipped conf/model/<name>.yaml with overrides (hidden kept small for CPU tests)."""
     cfg = OmegaConf.load(CONF / "model" / f"{name}.yaml")
     cfg.hidden = 16
+    # The reference path, whose structure these tests spell out by hand (model.impl=auto would pick the
+    # fused one on CPU; tests/test_fused.py holds it equal to this one).
+    cfg.impl = "pyg"
     for key, value in overrides.items():
         cfg[key] = value
     return cfg
@@ -162,6 +166,30 @@ def test_dropouts_and_options_are_wired() -> None:
 
 
 # ------------------------------------------------------------------------------------------- block order
+
+
+@pytest.mark.parametrize("name, device, expected", [
+    ("gat", None, "fused"), ("gt", "cpu", "fused"), ("san", torch.device("cpu"), "fused"),
+    ("gat", "cuda", "pyg"), ("gcn", "cpu", "pyg"), ("gin", None, "pyg"),
+])
+def test_impl_auto_is_fused_for_attention_models_on_cpu_only(name: str, device, expected: str) -> None:
+    assert resolve_impl("auto", name, device) == expected
+    assert resolve_impl("pyg", name, device) == "pyg"
+    with pytest.raises(ConfigError, match="model.impl=fast is unknown"):
+        resolve_impl("fast", name, device)
+
+
+def test_shipped_attention_models_default_to_auto_and_build_the_fused_layers() -> None:
+    from lipgnn.nn.fused import FusedLipGATConv, FusedLipTransformerConv
+
+    for name, cls in (("gat", FusedLipGATConv), ("gt", FusedLipTransformerConv)):
+        cfg = OmegaConf.load(CONF / "model" / f"{name}.yaml")
+        assert cfg.impl == "auto"
+        cfg.hidden = 16
+        net = build_model(cfg, norm_cfg("lip"), DataSpec(8, 3), 2)
+        assert all(type(conv) is cls for conv in net.attention_layers())
+        on_gpu = build_model(cfg, norm_cfg("lip"), DataSpec(8, 3), 2, device="cuda")  # built on CPU all the same
+        assert not any(isinstance(conv, cls) for conv in on_gpu.attention_layers())
 
 
 def test_gat_pairnorm_block_order_by_hand() -> None:

@@ -30,17 +30,21 @@ GAT/GT always use the Lip classes: with ``norm != lip`` they are built with ``li
 (then equal to PyG's ``GATConv``/``TransformerConv``), so checkpoints keep the same state-dict keys
 whichever norm they were trained with.
 
-``model.impl`` is resolved in one place, :func:`attention_conv_classes`: ``pyg`` → ``lipgnn.nn``;
-``fused`` → ``lipgnn.nn.fused`` (imported lazily), which must provide ``FusedLipGATConv`` and
-``FusedLipTransformerConv`` with the constructors of ``LipGATConv`` / ``LipTransformerConv``, and the
-ELU those blocks use (``lipgnn.nn.fused.ELU``: the same function as ``torch.nn.ELU``, a compiled loop on
-CPU, which a fused GAT layer applies together with its bias).
+``model.impl=auto`` (the attention models' default) becomes ``fused`` on CPU and ``pyg`` elsewhere
+(:func:`resolve_impl`: the fused path's speed comes from compiled CPU loops, and its CUDA twins have
+not been measured against PyG's CUDA kernels). The classes are chosen in one place,
+:func:`attention_conv_classes`: ``pyg`` → ``lipgnn.nn``; ``fused`` → ``lipgnn.nn.fused`` (imported
+lazily), which must provide ``FusedLipGATConv`` and ``FusedLipTransformerConv`` with the constructors
+of ``LipGATConv`` / ``LipTransformerConv``, and the ELU those blocks use (``lipgnn.nn.fused.ELU``: the
+same function as ``torch.nn.ELU``, a compiled loop on CPU, which a fused GAT layer applies together
+with its bias).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import nn
 from torch_geometric.nn import MLP, GatedGraphConv, GCN2Conv, GCNConv, GINConv
 from torch_geometric.nn.dense.linear import Linear as PygLinear
@@ -61,7 +65,7 @@ ALL_MODEL_NAMES: tuple[str, ...] = (*MODEL_NAMES, SAN_NAME)
 NONLOCAL_MODELS: tuple[str, ...] = ("gat", "gt", SAN_NAME)
 INITS: tuple[str, ...] = ("default", "xavier")
 NORM_NAMES: tuple[str, ...] = ("none", "pairnorm", "layernorm", "lip")
-IMPLS: tuple[str, ...] = ("pyg", "fused")
+IMPLS: tuple[str, ...] = ("auto", "pyg", "fused")
 LIP_VARIANTS: tuple[str, ...] = ("paper", "reference")
 LAYERNORM_MODES: tuple[str, ...] = ("graph", "node")
 HEAD_AGGREGATIONS: tuple[str, ...] = ("concat", "mean")
@@ -134,6 +138,16 @@ def _nonlocal_options(model_cfg: Any, name: str, aggregation: str) -> NonlocalSc
     return NonlocalScale(source=source, grad=bool(_opt(model_cfg, "nonlocal_grad", True)))
 
 
+def resolve_impl(impl: str, name: str, device: torch.device | str | None = None) -> str:
+    """``model.impl`` as built: ``auto`` is ``fused`` for an attention model on CPU (``device`` None
+    counts as CPU), else ``pyg``; ``pyg`` and ``fused`` are themselves."""
+    impl = _choice(impl, IMPLS, "model.impl")
+    if impl != "auto":
+        return impl
+    on_cpu = device is None or torch.device(device).type == "cpu"
+    return "fused" if on_cpu and (name in ATTENTION_MODELS or name == SAN_NAME) else "pyg"
+
+
 def attention_conv_classes(impl: str) -> tuple[type[nn.Module], type[nn.Module]]:
     """(GAT class, GT class) for ``model.impl`` — the single switch point between implementations."""
     if impl == "pyg":
@@ -191,7 +205,8 @@ def _score_kwargs(model_cfg: Any, name: str, norm: str, impl: str) -> dict[str, 
     return {"score": score, "tie_qk": tie_qk}
 
 
-def build_model(model_cfg: Any, norm_cfg: Any, spec: Any, depth: int) -> DeepGNN:
+def build_model(model_cfg: Any, norm_cfg: Any, spec: Any, depth: int,
+                device: torch.device | str | None = None) -> DeepGNN:
     """Build the deep GNN named by ``model_cfg.name`` with normalisation ``norm_cfg.name``.
 
     Args:
@@ -200,6 +215,7 @@ def build_model(model_cfg: Any, norm_cfg: Any, spec: Any, depth: int) -> DeepGNN
         norm_cfg: ``conf/norm/*.yaml`` (name; scale, scale_individually; affine, mode; alpha, variant).
         spec: the dataset's :class:`~lipgnn.data.spec.DataSpec` (duck-typed).
         depth: number of message-passing layers (>= 1).
+        device: where the model will run; only ``model.impl=auto`` reads it (:func:`resolve_impl`).
 
     Raises:
         ConfigError: unknown names, ``depth < 1``, ``hidden`` not divisible by ``heads`` with concat,
@@ -212,13 +228,14 @@ def build_model(model_cfg: Any, norm_cfg: Any, spec: Any, depth: int) -> DeepGNN
     name = str(name)
     init = _choice(_opt(model_cfg, "init", "default"), INITS, "model.init")
     if name == SAN_NAME:
-        net = _build_san(model_cfg, norm_cfg, spec, depth)
+        net = _build_san(model_cfg, norm_cfg, spec, depth, device)
     else:
-        net = _build_gnn(name, model_cfg, norm_cfg, spec, depth)
+        net = _build_gnn(name, model_cfg, norm_cfg, spec, depth, device)
     return xavier_init_(net) if init == "xavier" else net
 
 
-def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any) -> DeepGNN:
+def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
+               device: torch.device | str | None = None) -> DeepGNN:
     """The six block models of :data:`MODEL_NAMES` (module docstring)."""
     norm = _choice(_opt(norm_cfg, "name", "none"), NORM_NAMES, "norm.name")
     if isinstance(depth, bool) or int(depth) != depth or int(depth) < 1:
@@ -234,7 +251,7 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any) 
         if not 0.0 <= p < 1.0:
             raise ConfigError(f"{key}={p} is invalid; a dropout probability must lie in [0, 1)")
     residual = bool(_opt(model_cfg, "residual", False))
-    impl = _choice(_opt(model_cfg, "impl", "pyg"), IMPLS, "model.impl")
+    impl = resolve_impl(_opt(model_cfg, "impl", "pyg"), name, device)
     placement = _choice(_opt(model_cfg, "layer_norm", "none"), LN_PLACEMENTS, "model.layer_norm")
     act_cls = activation_class(name, _opt(model_cfg, "activation", "default"))
 
@@ -361,7 +378,8 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any) 
     )
 
 
-def _build_san(model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any) -> DeepGNN:
+def _build_san(model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
+               device: torch.device | str | None = None) -> DeepGNN:
     """Guan & He's SAN (:mod:`lipgnn.models.san`): dropout + MLP encoder, ``depth`` SAN blocks, linear decoder."""
     norm = _choice(_opt(norm_cfg, "name", "none"), NORM_NAMES, "norm.name")
     if norm not in ("none", "lip"):
@@ -382,7 +400,7 @@ def _build_san(model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any) -> DeepGNN:
     for key, p in (("model.dropout", dropout), ("model.attn_dropout", attn_dropout)):
         if not 0.0 <= p < 1.0:
             raise ConfigError(f"{key}={p} is invalid; a dropout probability must lie in [0, 1)")
-    impl = _choice(_opt(model_cfg, "impl", "pyg"), IMPLS, "model.impl")
+    impl = resolve_impl(_opt(model_cfg, "impl", "pyg"), SAN_NAME, device)
     placement = _choice(_opt(model_cfg, "layer_norm", "post"), LN_PLACEMENTS, "model.layer_norm")
     act_cls = activation_class(SAN_NAME, _opt(model_cfg, "activation", "default"))
     aggregation = _choice(_opt(model_cfg, "head_aggregation", "concat"), HEAD_AGGREGATIONS, "model.head_aggregation")

@@ -131,6 +131,7 @@ def _train(cfg: DictConfig, run_id: str, ckpt_path: Path, progress: bool | None,
            base: dict[str, Any], started: float, threads: int) -> dict[str, Any]:
     from lipgnn.data import load
     from lipgnn.models import build_model
+    from lipgnn.models.builder import resolve_impl
     from lipgnn.train.faults import maybe_raise
     from lipgnn.train.loggers import make_logger
     from lipgnn.train.trainer import Trainer
@@ -143,7 +144,10 @@ def _train(cfg: DictConfig, run_id: str, ckpt_path: Path, progress: bool | None,
     # Re-seed: loading may or may not draw random numbers (a cache hit draws none), and the model's
     # initialisation must not depend on which path the data took.
     seed_everything(int(cfg.seed))
-    model = build_model(cfg.model, cfg.norm, task.spec, int(cfg.depth)).to(device)
+    model = build_model(cfg.model, cfg.norm, task.spec, int(cfg.depth), device=device).to(device)
+    # The record names the implementation that ran (model.impl=auto resolves by device; not part of the
+    # run's identity, since both are tested equal).
+    base["config"]["model"]["impl"] = resolve_impl(str(cfg.model.impl), str(cfg.model.name), device)
     model.checkpoint_activations = bool(cfg.train.checkpoint_activations)
     logger = make_logger(cfg, run_id)
     trainer = Trainer(
