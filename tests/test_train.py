@@ -94,6 +94,16 @@ def test_grad_norms_are_recorded_per_layer_and_epoch(tmp_path: Path) -> None:
     assert all(value > 0 for row in norms for value in row)
 
 
+@pytest.mark.parametrize("impl, recorded", [("auto", "fused"), ("pyg", "pyg")])
+def test_the_record_names_the_implementation_that_ran_under_the_same_run_id(tmp_path: Path, impl: str,
+                                                                             recorded: str) -> None:
+    cfg = compose_cfg([*TINY_TREES, "model=gat", "depth=2", "train.epochs=1", f"model.impl={impl}",
+                       "device=cpu", f"results_dir={tmp_path}"])
+    record = run(cfg)
+    assert record["config"]["model"]["impl"] == recorded
+    assert record["run_id"] == run_id_for(compose_cfg([*TINY_TREES, "model=gat", "depth=2", "train.epochs=1"]))
+
+
 def test_killed_run_resumes_from_checkpoint_to_the_uninterrupted_result(tmp_path: Path) -> None:
     args = [*TINY_TREES, "model=gat", "norm=lip", "model.dropout=0.3", "train.epochs=6",
             "train.checkpoint_every=2"]
