@@ -118,8 +118,12 @@ def test_copies_and_pickles_keep_parameters_not_the_cache() -> None:
     assert set(ours.state_dict()) == {"weight", "bias"}
 
 
-@pytest.mark.parametrize("impl, expected", [("fused", SparseInputLinear), ("pyg", nn.Linear)])
-def test_builder_uses_the_sparse_encoder_on_the_fused_path_only(impl: str, expected: type) -> None:
-    cfg = compose(["model=gat", "norm=lip", "depth=2", f"model.impl={impl}"])
+@pytest.mark.parametrize("model, impl, expected", [
+    ("gat", "fused", SparseInputLinear), ("gat", "auto", SparseInputLinear), ("gat", "pyg", nn.Linear),
+    ("gcn", "auto", SparseInputLinear), ("gcn", "pyg", nn.Linear),
+])
+def test_builder_uses_the_sparse_encoder_unless_the_stock_path_is_asked_for(model: str, impl: str,
+                                                                             expected: type) -> None:
+    cfg = compose([f"model={model}", "depth=2", f"model.impl={impl}"])
     model = build_model(cfg.model, cfg.norm, DataSpec(num_features=40, num_classes=3), 2)
     assert type(model.encoder) is expected

@@ -30,6 +30,15 @@ def test_two_layer_gcn_on_cora_reaches_a_sane_accuracy_and_writes_a_complete_rec
     assert on_disk["last"]["test"] == on_disk["history"]["test"][-1]
     assert on_disk["versions"]["torch"].startswith("2.") and on_disk["metric"] == "acc"
     assert on_disk["info"]["missing_rate"] == 0
+    # model.impl=auto (the default) on CPU: Cora's bag-of-words features (1.3% non-zero) go through the
+    # CSR encoder; the stock path keeps the dense product.
+    assert on_disk["sparse_input"] is True and on_disk["config"]["model"]["impl"] == "pyg"
+
+
+def test_the_stock_path_keeps_the_dense_encoder(tmp_path: Path, data_root: Path) -> None:
+    cfg = compose_cfg(["model=gcn", "depth=2", "train.epochs=2", "model.impl=pyg", f"results_dir={tmp_path}",
+                       "log.progress=false"])
+    assert run(cfg)["sparse_input"] is False
 
 
 def test_missing_rate_is_recorded(tmp_path: Path, data_root: Path) -> None:

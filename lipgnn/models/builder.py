@@ -30,9 +30,10 @@ GAT/GT always use the Lip classes: with ``norm != lip`` they are built with ``li
 (then equal to PyG's ``GATConv``/``TransformerConv``), so checkpoints keep the same state-dict keys
 whichever norm they were trained with.
 
-``model.impl=auto`` (the attention models' default) becomes ``fused`` on CPU and ``pyg`` elsewhere
-(:func:`resolve_impl`: the fused path's speed comes from compiled CPU loops, and its CUDA twins have
-not been measured against PyG's CUDA kernels). The classes are chosen in one place,
+``model.impl=auto`` (the shipped default) builds an attention model's layers ``fused`` on CPU and
+``pyg`` elsewhere (:func:`resolve_impl`: the fused path's speed comes from compiled CPU loops, and
+its CUDA twins have not been measured against PyG's CUDA kernels), and gives every model the
+sparse-feature encoder (:func:`input_linear_class`); ``pyg`` is stock throughout. The classes are chosen in one place,
 :func:`attention_conv_classes`: ``pyg`` → ``lipgnn.nn``; ``fused`` → ``lipgnn.nn.fused`` (imported
 lazily), which must provide ``FusedLipGATConv`` and ``FusedLipTransformerConv`` with the constructors
 of ``LipGATConv`` / ``LipTransformerConv``, and the ELU those blocks use (``lipgnn.nn.fused.ELU``: the
@@ -162,9 +163,11 @@ def attention_conv_classes(impl: str) -> tuple[type[nn.Module], type[nn.Module]]
 
 
 def input_linear_class(impl: str) -> type[nn.Linear]:
-    """The encoder's ``Linear`` for ``model.impl``: ``fused`` multiplies sparse features in CSR form
-    (:class:`~lipgnn.nn.fused.sparse_input.SparseInputLinear`); ``pyg`` keeps the dense product."""
-    if impl == "fused":
+    """The encoder's ``Linear`` for the *requested* ``model.impl`` (any model): ``auto`` and ``fused``
+    multiply sparse features in CSR form where that is faster
+    (:class:`~lipgnn.nn.fused.sparse_input.SparseInputLinear`, which decides per device and density);
+    ``pyg`` keeps the stock dense product."""
+    if _choice(impl, IMPLS, "model.impl") != "pyg":
         from lipgnn.nn.fused.sparse_input import SparseInputLinear
 
         return SparseInputLinear
@@ -251,7 +254,8 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
         if not 0.0 <= p < 1.0:
             raise ConfigError(f"{key}={p} is invalid; a dropout probability must lie in [0, 1)")
     residual = bool(_opt(model_cfg, "residual", False))
-    impl = resolve_impl(_opt(model_cfg, "impl", "pyg"), name, device)
+    requested_impl = _opt(model_cfg, "impl", "pyg")
+    impl = resolve_impl(requested_impl, name, device)
     placement = _choice(_opt(model_cfg, "layer_norm", "none"), LN_PLACEMENTS, "model.layer_norm")
     act_cls = activation_class(name, _opt(model_cfg, "activation", "default"))
 
@@ -362,7 +366,7 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
 
     encoder: nn.Module = (
         EmbeddingSum(vocab_sizes, hidden) if input_kind == "embedding"
-        else input_linear_class(impl)(num_features, hidden)
+        else input_linear_class(requested_impl)(num_features, hidden)
     )
     gcnii = name == "gcnii"
     return DeepGNN(
@@ -400,7 +404,8 @@ def _build_san(model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
     for key, p in (("model.dropout", dropout), ("model.attn_dropout", attn_dropout)):
         if not 0.0 <= p < 1.0:
             raise ConfigError(f"{key}={p} is invalid; a dropout probability must lie in [0, 1)")
-    impl = resolve_impl(_opt(model_cfg, "impl", "pyg"), SAN_NAME, device)
+    requested_impl = _opt(model_cfg, "impl", "pyg")
+    impl = resolve_impl(requested_impl, SAN_NAME, device)
     placement = _choice(_opt(model_cfg, "layer_norm", "post"), LN_PLACEMENTS, "model.layer_norm")
     act_cls = activation_class(SAN_NAME, _opt(model_cfg, "activation", "default"))
     aggregation = _choice(_opt(model_cfg, "head_aggregation", "concat"), HEAD_AGGREGATIONS, "model.head_aggregation")
@@ -425,7 +430,7 @@ def _build_san(model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
     if input_kind == "embedding":
         encoder: nn.Module = EmbeddingSum(vocab_sizes, hidden)
     else:
-        layers: list[nn.Module] = [nn.Dropout(dropout), input_linear_class(impl)(num_features, hidden)]
+        layers: list[nn.Module] = [nn.Dropout(dropout), input_linear_class(requested_impl)(num_features, hidden)]
         if act_cls is not None:
             layers.append(act_cls())
         layers.append(nn.Linear(hidden, hidden))

@@ -167,6 +167,9 @@ def _train(cfg: DictConfig, run_id: str, ckpt_path: Path, progress: bool | None,
         "wall_time_s": round(time.time() - started, 3), "device": str(device),
         "num_parameters": sum(p.numel() for p in model.parameters()),
         "info": dict(task.info), "error": result.error, "resumed_from": result.resumed_from,
+        # Whether the encoder multiplied the input features in CSR form (model.impl=auto|fused, CPU,
+        # sparse enough): equal to the dense product within float rounding, recorded for the timing.
+        "sparse_input": any(getattr(m, "used_csr", False) for m in model.modules()),
     }
     if result.best_train is not None:  # the TREES protocol's headline: best train accuracy (train.train_metric)
         record["best_train"] = result.best_train

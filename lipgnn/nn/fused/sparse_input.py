@@ -72,11 +72,13 @@ class SparseInputLinear(nn.Linear):
     def __init__(self, in_features: int, out_features: int, bias: bool = True, **kwargs) -> None:
         super().__init__(in_features, out_features, bias=bias, **kwargs)
         self._seen: tuple[weakref.ref, int, Tensor | None, bool] | None = None  # (x, version, CSR, decided)
+        self.used_csr = False  # whether a CSR product has run (a run's record says so)
 
     def forward(self, x: Tensor) -> Tensor:
         x_csr = self._csr(x)
         if x_csr is None:
             return super().forward(x)
+        self.used_csr = True
         return _CSRLinear.apply(x_csr, self.weight, self.bias)
 
     def _csr(self, x: Tensor) -> Tensor | None:
