@@ -289,3 +289,22 @@ def test_num_threads_auto_shares_the_cores_between_parallel_jobs(monkeypatch) ->
     assert compose_cfg().train.num_threads == "auto"
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # a machine-wide cap wins
     assert config.resolve_threads("auto", 1) == 1
+
+
+def test_the_trainers_adam_is_torchs_fused_kernel_with_the_same_updates() -> None:
+    from lipgnn.train.trainer import adam
+
+    torch.manual_seed(0)
+    params = [torch.nn.Parameter(torch.randn(5, 3)), torch.nn.Parameter(torch.randn(3))]
+    reference = [torch.nn.Parameter(p.detach().clone()) for p in params]
+    start = [p.detach().clone() for p in params]
+    ours, plain = adam(params, lr=0.01, weight_decay=5e-4), torch.optim.Adam(reference, lr=0.01, weight_decay=5e-4)
+    assert ours.defaults["fused"] is True
+    for _ in range(5):
+        for group, opt in ((params, ours), (reference, plain)):
+            opt.zero_grad()
+            sum((p ** 2).sum() for p in group).backward()
+            opt.step()
+    for a, b, a0 in zip(params, reference, start, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+        assert (a - a0).abs().min() > 0.01  # five steps of lr 0.01 moved every entry

@@ -59,6 +59,7 @@ from lipgnn.bench.graphs import SIZES, BenchGraph, load_graph
 from lipgnn.bench.memory import measure_step_memory, memory_method
 from lipgnn.nn.fused import kernels
 from lipgnn.provenance import loaded_commit, versions
+from lipgnn.train.trainer import adam
 
 VARIANTS: tuple[str, ...] = ("pyg_gat", "gat", "gat_lip", "pyg_gt", "gt", "gt_lip")
 CKPT_VARIANT = "gat_lip_ckpt"
@@ -187,7 +188,7 @@ def make_step(model: nn.Module, graph: BenchGraph, device: torch.device) -> Call
     On a shared machine the CPU time of a single-threaded run is the steadier number (time spent
     descheduled does not count); the wall time is the one reported in summary.csv.
     """
-    opt = torch.optim.Adam(model.parameters(), lr=0.005)
+    opt = adam(model.parameters(), lr=0.005)  # the trainer's optimizer
     model.train()
 
     def step() -> tuple[float, float]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,6 +67,16 @@ def _empty_point() -> dict[str, Any]:
     return {"epoch": None, "loss": None, "train": None, "val": None, "test": None}
 
 
+def adam(params: Iterable[torch.nn.Parameter], lr: float, weight_decay: float = 0.0) -> torch.optim.Adam:
+    """``torch.optim.Adam``, with torch's fused kernel where every parameter allows it (floating point,
+    CPU or CUDA): one pass over all tensors instead of about ten small operations per tensor. One
+    thread, measured: a 30-layer GAT's 124 tensors 5.9 → 0.95 ms per step; a 256-layer SAN's step
+    0.13 → 0.034 s. Same update rule; the sums round differently in the last bits."""
+    params = list(params)
+    fusable = bool(params) and all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params)
+    return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, fused=True if fusable else None)
+
+
 def set_warmup_lr(optimizer: torch.optim.Optimizer, peak: float, warmup_epochs: int, epoch: int) -> None:
     """``train.warmup_epochs``: linear warm-up to ``train.lr`` over the first epochs, then constant
     (Guan & He B.1's Post-LN protocol, "warm up ... with maximum 1e-4"; the shape is ours).
@@ -106,7 +116,7 @@ class Trainer:
     # ------------------------------------------------------------------ the loop
     def fit(self, model: torch.nn.Module, task: Any) -> FitResult:
         cfg = self.cfg
-        optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        optimizer = adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         scheduler = None
         if cfg.scheduler == "plateau":
             scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
