@@ -640,3 +640,29 @@ def test_a_figure_point_is_partial_against_its_declared_grid_not_the_fullest_poi
     assert full_grid_size(runs, keys) == 1
     assert declared_full(runs, "fig6", keys) == 2
     assert declared_full(runs.assign(experiment="adhoc"), "adhoc", keys) == 1  # no declared grid: the fullest
+
+
+def test_a_font_cache_without_matplotlibs_own_fonts_is_rebuilt_before_saving(monkeypatch: pytest.MonkeyPatch,
+                                                                             tmp_path: Path) -> None:
+    """A cache written by another install lists no bundled fonts; math text would fall back silently."""
+    import matplotlib
+    from matplotlib import font_manager
+
+    from lipgnn.results.plotting import ensure_bundled_fonts
+
+    bundled = Path(matplotlib.get_data_path()).resolve() / "fonts" / "ttf"
+    good = list(font_manager.fontManager.ttflist)
+    assert ensure_bundled_fonts() is False  # a healthy cache is left alone
+    stale = [f for f in good if Path(f.fname).resolve().parent != bundled]
+    monkeypatch.setattr(font_manager.fontManager, "ttflist", stale)
+    monkeypatch.setattr(matplotlib, "get_cachedir", lambda: str(tmp_path))
+    font_manager.fontManager._findfont_cached.cache_clear()
+    with pytest.raises(ValueError):
+        font_manager.findfont("cmr10", fallback_to_default=False)
+    assert ensure_bundled_fonts() is True
+    assert Path(font_manager.findfont("cmr10", fallback_to_default=False)).resolve().parent == bundled
+    # As a fresh cache: the same fonts, matplotlib's own listed before the system's, so a family both
+    # provide (DejaVu Sans) resolves to the bundled file, as the committed figures embed it.
+    assert {f.fname for f in font_manager.fontManager.ttflist} == {f.fname for f in good}
+    assert Path(font_manager.findfont("DejaVu Sans", fallback_to_default=False)).resolve().parent == bundled
+    assert len(list(tmp_path.glob("fontlist-v*.json"))) == 1  # written back for later processes

@@ -195,8 +195,33 @@ def describe(runs: pd.DataFrame) -> str:
     return text
 
 
+def ensure_bundled_fonts() -> bool:
+    """Rebuild matplotlib's font list if its cache lacks matplotlib's own fonts; True if it did.
+
+    matplotlib keeps one font cache per version in the user's cache folder. A cache written by another
+    install of the same version (another virtual environment, since deleted) lists no bundled fonts
+    (DejaVu, STIX, Computer Modern): math text then falls back to other fonts and PDFs embed system
+    font files, so the same records give different figures. The rebuild is what a fresh cache holds
+    (same fonts, same order, so the same lookups), and it is written back for later processes."""
+    import matplotlib
+    from matplotlib import font_manager
+
+    bundled = (Path(matplotlib.get_data_path()) / "fonts" / "ttf").resolve()
+    manager = font_manager.fontManager
+    if any(Path(entry.fname).resolve().parent == bundled for entry in manager.ttflist):
+        return False
+    fresh = font_manager.FontManager()
+    # The instance is kept (the module's ``findfont`` is bound to it); only its lists are replaced.
+    manager.ttflist, manager.afmlist = fresh.ttflist, fresh.afmlist
+    manager._findfont_cached.cache_clear()
+    cache = Path(matplotlib.get_cachedir()) / f"fontlist-v{font_manager.FontManager.__version__}.json"
+    font_manager.json_dump(manager, cache)
+    return True
+
+
 def save_figure(fig: Figure, stem: Path, formats: tuple[str, ...] = ("png", "pdf")) -> list[Path]:
     """Save ``fig`` as ``stem.<fmt>`` with date/version metadata removed (byte-identical reruns)."""
+    ensure_bundled_fonts()
     if fig.get_layout_engine() is not None:
         # Lay out once, then freeze: every format gets the same layout and the (slow) constrained
         # layout solver is not rerun per format.
