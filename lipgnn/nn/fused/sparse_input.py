@@ -53,7 +53,7 @@ class _CSRLinear(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[None, Tensor | None, Tensor | None]:  # type: ignore[override]
         grad = grad.contiguous()
-        grad_w = kernels.csr_t_matmul(ctx.x_csr, grad).t() if ctx.needs_input_grad[1] else None
+        grad_w = kernels.csr_t_matmul(ctx.x_csr, grad).t().contiguous() if ctx.needs_input_grad[1] else None
         grad_b = grad.sum(0) if ctx.needs_input_grad[2] else None
         return None, grad_w, grad_b
 
