@@ -128,7 +128,15 @@ class RandomSplitMixin:
 
 
 @dataclass
-class PlanetoidConfig(RandomSplitMixin, DatasetConfig):
+class ReorderMixin:
+    """``reorder=rcm``: relabel the nodes in reverse Cuthill-McKee order after the split (faster sparse
+    products on large graphs; a different run, equal in distribution: lipgnn/data/reorder.py)."""
+
+    reorder: str = choice("none", "none", "rcm")
+
+
+@dataclass
+class PlanetoidConfig(ReorderMixin, RandomSplitMixin, DatasetConfig):
     pyg_name: str = choice(MISSING, "Cora", "CiteSeer", "PubMed")
     root: str = text("data")
     download: Any = flag(True)
@@ -136,7 +144,7 @@ class PlanetoidConfig(RandomSplitMixin, DatasetConfig):
 
 
 @dataclass
-class PygConfig(RandomSplitMixin, DatasetConfig):
+class PygConfig(ReorderMixin, RandomSplitMixin, DatasetConfig):
     cls: str = text()  # a class of torch_geometric.datasets, e.g. Coauthor, Amazon, WikiCS
     pyg_name: Any = text(None, nullable=True)  # its `name` argument where it takes one (CS, Physics, Computers)
     root: str = text("data")

@@ -41,7 +41,7 @@ NEUTRAL: dict[str, Any] = {
     "model.tie_qk": False, "dataset.split": "public", "model.init": "default", "model.nonlocal_source": "x",
     "model.nonlocal_grad": True, "train.warmup_epochs": 0, "model.act_on_last": False,
     "train.plateau_threshold_mode": "rel", "train.train_metric": "eval", "train.stop_at_train": 0.0,
-    "train.train_patience": 0, "dataset.sampling": "trees", "norm.layernorm": "none",
+    "train.train_patience": 0, "dataset.sampling": "trees", "norm.layernorm": "none", "dataset.reorder": "none",
 }
 # Keys that only matter when another key has one of some values: (key, condition key, values).
 APPLIES_WHEN: tuple[tuple[str, str, tuple[Any, ...]], ...] = (

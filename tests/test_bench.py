@@ -170,15 +170,16 @@ def test_e2e_pairs_alternate_and_share_warm_caches(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(e2e, "warm_kernels", lambda: events.append(("kernels",)))
 
     def fake_run(impl: str, overrides=(), env=None) -> tuple[float, float]:
-        events.append((impl, env["LIPGNN_CACHE"], env.get("NUMBA_CACHE_DIR", "")))
+        name = impl + ("_rcm" if "dataset.reorder=rcm" in overrides else "")
+        events.append((name, env["LIPGNN_CACHE"], env.get("NUMBA_CACHE_DIR", "")))
         return 1.0, 2.0
 
     monkeypatch.setattr(e2e, "train_run", fake_run)
     runs = e2e.run_pairs(2, log=lambda _: None)
-    assert [e[0] for e in events] == ["data", "kernels", "pyg", "fused", "fused", "pyg"]
+    assert [e[0] for e in events] == ["data", "kernels", "pyg", "fused", "fused_rcm", "fused_rcm", "fused", "pyg"]
     assert {e[1] for e in events if e[0] != "kernels"} == {events[0][1]}
     assert all(e[2] == "" for e in events[2:])
-    assert runs == {"pyg": ([1.0, 1.0], [2.0, 2.0]), "fused": ([1.0, 1.0], [2.0, 2.0])}
+    assert runs == {name: ([1.0, 1.0], [2.0, 2.0]) for name in ("pyg", "fused", "fused_rcm")}
     events.clear()
     assert e2e.cold_run(log=lambda _: None) == (1.0, 2.0)
     (_, cache), (impl, env_cache, numba_dir) = events

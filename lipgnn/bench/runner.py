@@ -21,7 +21,9 @@ Beside the step table, ``make bench`` measures (each optional):
 * ``train_py_pyg`` / ``train_py_fused``: whole ``train.py`` runs (:mod:`lipgnn.bench.e2e`: 30-layer
   GAT-Lip on PubMed, the model's dropouts, 20 epochs with evaluation, start-up included), as
   interleaved pairs of fresh processes with warm dataset and numba caches; ``train_py_fused_cold``:
-  one fused run with numba's cache empty (its loops compiled in the run); graph ``pubmed``, depth 30;
+  one fused run with numba's cache empty (its loops compiled in the run); ``train_py_fused_rcm``: fused
+  with the opt-in node relabelling ``dataset.reorder=rcm`` (a different run, equal in distribution);
+  graph ``pubmed``, depth 30;
 * ``gat_lip_layer``: one fused GAT-Lip layer forward + backward on PubMed beside its floor
   (:mod:`lipgnn.bench.floor`; ``ratio_vs_pyg`` holds measured / floor there), depth 1;
 * the SAN row: a 256-layer SAN step (Guan & He, ``conf/model/san.yaml``: hidden 32, 4 heads, FFN 64) on
@@ -69,7 +71,7 @@ LARGE_GRAPH_NODES = 100_000  # graphs above this size are capped at --large-max-
 
 SAN_VARIANTS: tuple[str, ...] = ("pyg_san", "san", "san_lip", "pyg_san_pre", "san_pre", "pyg_san_nonlocal",
                                  "san_nonlocal")
-E2E_VARIANTS: tuple[str, ...] = ("train_py_pyg", "train_py_fused", "train_py_fused_cold")
+E2E_VARIANTS: tuple[str, ...] = ("train_py_pyg", "train_py_fused", "train_py_fused_rcm", "train_py_fused_cold")
 LAYER_VARIANT = "gat_lip_layer"
 
 
@@ -507,6 +509,7 @@ def format_report(results: list[Measurement]) -> str:
                                 ("pyg_san_pre", "san_pre", "speed-up pyg_san_pre/san_pre"),
                                 ("pyg_san_nonlocal", "san_nonlocal", "speed-up pyg_san_nonlocal/san_nonlocal"),
                                 ("train_py_pyg", "train_py_fused", "train.py speed-up pyg/fused"),
+                                ("train_py_pyg", "train_py_fused_rcm", "train.py speed-up pyg/fused+rcm"),
                                 ("train_py_fused_cold", "train_py_fused",
                                  "train.py fused with numba's cache cold / warm")):
             a, b = by_key.get((g, d, num)), by_key.get((g, d, den))

@@ -27,6 +27,7 @@ from lipgnn.data.common import (
     network_reachable,
 )
 from lipgnn.data.missing import apply_missing_vector, check_rate
+from lipgnn.data.reorder import apply_reorder
 from lipgnn.data.spec import DataSpec, TaskData
 from lipgnn.data.splits import apply_split
 from lipgnn.errors import ConfigError, DatasetNotFoundError
@@ -130,7 +131,9 @@ def load_planetoid(cfg: Any, seed: int, device: torch.device | str | None = None
     data, raw = load_planetoid_data(name, root, cache_dir, download)
     split_info = apply_split(data, cfg, name, seed, has_masks=True)
     data, info = apply_missing_vector(data, rate, name, seed)
-    info.update(split_info, raw_dir=str(raw.resolve()))
+    # After the split and the erasure, so the same nodes train and lose their features whatever the order.
+    data, reorder_info = apply_reorder(data, str(cfg_get(cfg, "reorder", "none")))
+    info.update(split_info, **reorder_info, raw_dir=str(raw.resolve()))
     info.update(num_nodes=int(data.num_nodes), num_edges=int(data.num_edges),
                 num_train=int(data.train_mask.sum()), num_val=int(data.val_mask.sum()),
                 num_test=int(data.test_mask.sum()))

@@ -20,6 +20,7 @@ import torch
 from torch_geometric.data import Data
 
 from lipgnn.data.common import DEFAULT_CACHE, DEFAULT_ROOT, as_bool, cfg_get, file_lock, mirror_file
+from lipgnn.data.reorder import apply_reorder
 from lipgnn.data.spec import DataSpec, TaskData
 from lipgnn.data.splits import apply_split
 from lipgnn.errors import ConfigError, DatasetNotFoundError
@@ -88,6 +89,8 @@ def load_pyg(cfg: Any, seed: int, device: torch.device | str | None = None) -> T
             mask = getattr(data, f"{split}_mask")
             setattr(graph, f"{split}_mask", mask[:, seed % mask.size(1)] if mask.dim() == 2 else mask)
     info = apply_split(graph, cfg, name, seed, has_masks)
+    graph, reorder_info = apply_reorder(graph, str(cfg_get(cfg, "reorder", "none")))  # after the split
+    info.update(reorder_info)
     info.update(raw_dir=str(Path(raw).resolve()), num_nodes=int(graph.num_nodes), num_edges=int(graph.num_edges),
                 num_train=int(graph.train_mask.sum()), num_val=int(graph.val_mask.sum()),
                 num_test=int(graph.test_mask.sum()))
