@@ -130,7 +130,8 @@ class RandomSplitMixin:
 @dataclass
 class ReorderMixin:
     """``reorder=rcm``: relabel the nodes in reverse Cuthill-McKee order after the split (faster sparse
-    products on large graphs; a different run, equal in distribution: lipgnn/data/reorder.py)."""
+    products on large graphs; a different run, equal in distribution: lipgnn/data/reorder.py). Full-batch
+    graphs only (ogbn-proteins, trained on random partitions, refuses it)."""
 
     reorder: str = choice("none", "none", "rcm")
 
@@ -161,7 +162,7 @@ class TreesConfig(DatasetConfig):
 
 
 @dataclass
-class OgbConfig(DatasetConfig):
+class OgbConfig(ReorderMixin, DatasetConfig):
     root: str = text("data")
     download: Any = flag(True)
     to_undirected: Any = flag(True)

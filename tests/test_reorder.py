@@ -92,6 +92,25 @@ def test_the_split_and_the_erased_nodes_are_those_of_the_original_order(data_roo
     assert task.info["edge_gap_mean_after"] < task.info["edge_gap_mean_before"]
 
 
+def test_ogbn_arxiv_is_relabelled_and_ogbn_proteins_refuses(tmp_path: Path) -> None:
+    from ogb_fixture import write_arxiv, write_proteins
+
+    root, cache = tmp_path / "root", tmp_path / "cache"
+    fx = write_arxiv(root)
+    write_proteins(root)
+    common = [f"dataset.root={root}", f"dataset.cache_dir={cache}", "dataset.download=false"]
+    plain = load(compose_cfg(["dataset=ogbn-arxiv", *common]).dataset, 0).eval_batches()[0]
+    task = load(compose_cfg(["dataset=ogbn-arxiv", "dataset.reorder=rcm", *common]).dataset, 0)
+    moved = task.eval_batches()[0]
+    order = moved.node_order
+    assert torch.equal(moved.y, plain.y[order]) and torch.equal(moved.x, plain.x[order])
+    assert torch.equal(order[moved.edge_index], plain.edge_index)
+    assert sorted(order[moved.train_mask].tolist()) == sorted(fx.split["train"].tolist())
+    assert task.info["reorder"] == "rcm"
+    with pytest.raises(ConfigError, match="ogbn-proteins trains on random node partitions"):
+        load(compose_cfg(["dataset=ogbn-proteins", "dataset.reorder=rcm", *common]).dataset, 0)
+
+
 def test_reorder_is_part_of_the_identity_only_when_on() -> None:
     base = compose_cfg(["dataset=pubmed"])
     assert run_id(compose_cfg(["dataset=pubmed", "dataset.reorder=none"])) == run_id(base)

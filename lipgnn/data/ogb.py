@@ -36,6 +36,7 @@ from lipgnn.data.common import (
     mirror_files,
     network_reachable,
 )
+from lipgnn.data.reorder import apply_reorder
 from lipgnn.data.spec import DataSpec, TaskData
 from lipgnn.errors import ConfigError, DatasetNotFoundError
 
@@ -187,6 +188,11 @@ def load_ogb(cfg: Any, seed: int, device: torch.device | str | None = None) -> T
     cache_dir = Path(str(cfg_get(cfg, "cache_dir", DEFAULT_CACHE))).expanduser()
     download = as_bool(cfg_get(cfg, "download", False), "download")
 
+    reorder = str(cfg_get(cfg, "reorder", "none"))
+    if name == "ogbn-proteins" and reorder != "none":
+        # Its batches are random node partitions; a relabelling would change them, not only the memory order.
+        raise ConfigError(f"dataset.reorder={reorder!r} applies to full-batch graphs; ogbn-proteins trains on "
+                          "random node partitions: use dataset.reorder=none")
     dataset = _open_dataset(name, root, cache_dir, download)
     raw = dataset[0]
     split_idx = dataset.get_idx_split()
@@ -202,7 +208,8 @@ def load_ogb(cfg: Any, seed: int, device: torch.device | str | None = None) -> T
         if undirected:
             edge_index = to_undirected(edge_index, num_nodes=raw.num_nodes)
         data = Data(x=raw.x, edge_index=edge_index, y=raw.y.view(-1), **masks)
-        info.update(num_edges=int(data.num_edges), to_undirected=undirected)
+        data, reorder_info = apply_reorder(data, reorder)
+        info.update(num_edges=int(data.num_edges), to_undirected=undirected, **reorder_info)
         if device is not None:
             data = data.to(device)
         spec = DataSpec(num_features=int(data.x.size(1)), num_classes=int(dataset.num_classes))
