@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import compose_cfg
+from conftest import compose_cfg, files_under, run_cli
 from torch_geometric.data import Data
 
 from lipgnn.data import load
@@ -19,7 +19,7 @@ from lipgnn.models import build_model
 from lipgnn.train.run import run
 
 
-def _shuffled_path(n: int, seed: int = 0) -> tuple[Data, torch.Tensor]:
+def _shuffled_path(n: int, seed: int = 0) -> Data:
     """A path 0-1-...-(n-1), undirected, with its nodes relabelled by a random permutation ``label``."""
     label = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
     a, b = torch.arange(n - 1), torch.arange(1, n)
@@ -28,11 +28,11 @@ def _shuffled_path(n: int, seed: int = 0) -> tuple[Data, torch.Tensor]:
     mask = torch.zeros(n, dtype=torch.bool)
     mask[label[:2]] = True
     return Data(x=x, edge_index=edge_index, y=torch.arange(n), train_mask=mask,
-                edge_attr=torch.arange(edge_index.size(1)).float()), label
+                edge_attr=torch.arange(edge_index.size(1)).float())
 
 
 def test_rcm_numbers_a_shuffled_path_in_order() -> None:
-    data, _ = _shuffled_path(12)
+    data = _shuffled_path(12)
     assert bandwidth(data.edge_index)[0] > 1
     out = ReorderNodes()(data)
     # A path's reverse Cuthill-McKee order walks it end to end: every edge joins consecutive labels.
@@ -40,7 +40,7 @@ def test_rcm_numbers_a_shuffled_path_in_order() -> None:
 
 
 def test_the_relabelling_permutes_every_node_attribute_and_maps_every_edge() -> None:
-    data, _ = _shuffled_path(12, seed=3)
+    data = _shuffled_path(12, seed=3)
     out = ReorderNodes()(data)
     order = out.node_order
     assert torch.equal(torch.sort(order).values, torch.arange(12))
@@ -57,7 +57,7 @@ def test_rcm_order_covers_isolated_nodes() -> None:
 
 
 def test_unknown_method_is_a_config_error() -> None:
-    data, _ = _shuffled_path(4)
+    data = _shuffled_path(4)
     with pytest.raises(ConfigError, match="dataset.reorder='bfs'"):
         apply_reorder(data, "bfs")
     assert apply_reorder(data, "none") == (data, {})
@@ -123,3 +123,15 @@ def test_a_reordered_run_trains_and_records_it(tmp_path: Path, data_root: Path) 
     record = run(cfg)
     assert record["status"] == "completed" and record["best"]["val"] > 0.5
     assert record["config"]["dataset"]["reorder"] == "rcm" and record["info"]["reorder"] == "rcm"
+
+
+def test_a_bad_reorder_value_is_one_line_exit_2_and_nothing_written(tmp_path: Path) -> None:
+    proc = run_cli(["dataset=cora", "dataset.reorder=bfs", f"results_dir={tmp_path / 'res'}"], cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "dataset.reorder" in proc.stderr and "rcm" in proc.stderr
+    assert files_under(tmp_path) == []
+
+
+def test_the_transform_refuses_anything_but_rcm() -> None:
+    with pytest.raises(ValueError, match="'none'"):
+        ReorderNodes("none")

@@ -103,8 +103,8 @@ def run_pairs(pairs: int, log: Callable[[str], None] = print, overrides: Sequenc
                 wall, cpu = train_run(impl, (*overrides, *extra), env)
                 out[name][0].append(wall)
                 out[name][1].append(cpu)
-                log(f"  train.py round {p + 1}/{pairs} model.impl={impl} {' '.join(extra)}: {wall:.1f} s wall, "
-                    f"{cpu:.1f} s CPU")
+                label = " ".join((f"model.impl={impl}", *extra))
+                log(f"  train.py round {p + 1}/{pairs} {label}: {wall:.1f} s wall, {cpu:.1f} s CPU")
     return out
 
 

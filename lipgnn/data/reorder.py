@@ -65,7 +65,7 @@ class ReorderNodes(BaseTransform):
     """
 
     def __init__(self, method: str = "rcm") -> None:
-        if method not in REORDERINGS or method == "none":
+        if method != "rcm":
             raise ValueError(f"ReorderNodes method must be 'rcm', got {method!r}")
         self.method = method
 
