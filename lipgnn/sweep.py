@@ -3,7 +3,9 @@
 ``lipgnn sweep-status table3 budget=cpu`` composes exactly what ``python train.py -m experiment=table3
 budget=cpu`` would launch (Hydra's own override parser and BasicSweeper expansion), computes each job's
 stable run id, and looks its record up in ``results_dir``: done / diverged / failed / missing, plus the
-records in the experiment's folder that no job of the declared grid produces ("outside the grid").
+records in the experiment's folder that no job of the declared grid produces ("outside the grid"). A
+missing run that left a checkpoint (``train.checkpoint_every``) is shown with how far it got, since the
+next launch of the same sweep resumes it there.
 An experiment with no ``conf/experiment/<name>.yaml`` (an ad-hoc sweep, ``experiment_name=<name>``) has
 no declared grid: its records are listed by status.
 """
@@ -65,6 +67,28 @@ def is_declared(experiment: str) -> bool:
 class SweepStatus:
     rows: list[tuple[str, str]]  # (run_id, completed|diverged|failed|missing) of each declared job
     outside: list[tuple[str, str]] = field(default_factory=list)  # records no declared job produces
+    # missing runs with a checkpoint: run_id -> "epoch <done> of <planned>[, best train <acc>]"
+    resumable: dict[str, str] = field(default_factory=dict)
+
+
+def _resumable(results_dir: str | Path, experiment: str, missing: dict[str, int]) -> dict[str, str]:
+    """How far each missing run (run_id -> planned epochs) got, for those that left a checkpoint."""
+    if not (Path(results_dir) / "checkpoints" / experiment).is_dir():
+        return {}  # nothing to read: skip importing torch
+    from lipgnn.train.checkpoint import checkpoint_file, checkpoint_progress
+
+    found: dict[str, str] = {}
+    for rid, planned in missing.items():
+        path = checkpoint_file(results_dir, experiment, rid)
+        progress = checkpoint_progress(path) if path.is_file() else None
+        if progress is None:
+            continue
+        epoch, best_train = progress
+        text = f"epoch {epoch} of {planned}"
+        if best_train.get("train") is not None:
+            text += f", best train {100 * float(best_train['train']):.2f}%"
+        found[rid] = text
+    return found
 
 
 def sweep_status(experiment: str, results_dir: str | Path, overrides: Sequence[str] = ()) -> SweepStatus:
@@ -78,9 +102,11 @@ def sweep_status(experiment: str, results_dir: str | Path, overrides: Sequence[s
             present[path.stem] = record.get("status", "failed")
     if not is_declared(experiment):
         return SweepStatus(rows=sorted(present.items()))
-    rows = [(rid, present.get(rid, "missing")) for rid in (run_id(cfg) for cfg in expand_sweep(experiment, overrides))]
-    declared = {rid for rid, _ in rows}
-    return SweepStatus(rows=rows, outside=sorted((r, s) for r, s in present.items() if r not in declared))
+    planned = {run_id(cfg): int(cfg.train.epochs) for cfg in expand_sweep(experiment, overrides)}
+    rows = [(rid, present.get(rid, "missing")) for rid in planned]
+    missing = {rid: planned[rid] for rid, state in rows if state == "missing"}
+    return SweepStatus(rows=rows, outside=sorted((r, s) for r, s in present.items() if r not in planned),
+                       resumable=_resumable(results_dir, experiment, missing))
 
 
 def print_sweep_status(experiment: str, results_dir: str | Path, overrides: Sequence[str] = ()) -> int:
@@ -89,11 +115,13 @@ def print_sweep_status(experiment: str, results_dir: str | Path, overrides: Sequ
     counts = Counter(s for _, s in status.rows)
     for run_id, state in status.rows:
         if state != "completed":
-            print(f"{state:9s} {run_id}")
+            note = f"  (checkpoint: {status.resumable[run_id]})" if run_id in status.resumable else ""
+            print(f"{state:9s} {run_id}{note}")
     for run_id, state in status.outside:
         print(f"outside the grid ({state}) {run_id}")
     grid = "declared grid" if is_declared(experiment) else "records (ad-hoc: no declared grid)"
     print(f"{experiment} {' '.join(overrides)}: {len(status.rows)} runs in the {grid} — {counts['completed']} done, "
-          f"{counts['diverged']} diverged, {counts['failed']} failed, {counts['missing']} missing; "
+          f"{counts['diverged']} diverged, {counts['failed']} failed, {counts['missing']} missing"
+          f"{f' ({len(status.resumable)} with a checkpoint to resume)' if status.resumable else ''}; "
           f"{len(status.outside)} records outside the grid")
     return 0

@@ -140,3 +140,27 @@ def test_sweep_status_cli_takes_train_py_spelling_and_fails_in_one_line(tmp_path
         assert main([*argv, "--results-dir", str(tmp_path)]) == 2
         err = capsys.readouterr().err
         assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_sweep_status_shows_how_far_a_checkpointed_run_got(tmp_path: Path, capsys) -> None:
+    from lipgnn.cli import main
+    from lipgnn.sweep import expand_sweep
+    from lipgnn.train.checkpoint import checkpoint_file, save_checkpoint
+
+    overrides = ["budget=cpu", "variant=gat,gat_lip"]
+    (first, _), (second, _) = sweep_status("fig2", tmp_path, overrides).rows
+    planned = int(expand_sweep("fig2", overrides)[0].train.epochs)
+    save_checkpoint(checkpoint_file(tmp_path, "fig2", first),
+                    {"epoch": 7, "best_train": {"epoch": 7, "train": 0.9125, "test": 0.5}})
+    # A half-written file (a job killed while saving) is no checkpoint to resume.
+    broken = checkpoint_file(tmp_path, "fig2", second)
+    broken.parent.mkdir(parents=True)
+    broken.write_bytes(b"PK\x03\x04 not a checkpoint")
+    status = sweep_status("fig2", tmp_path, overrides)
+    assert [s for _, s in status.rows] == ["missing", "missing"]  # no record yet: still to run
+    assert status.resumable == {first: f"epoch 7 of {planned}, best train 91.25%"}
+    assert main(["sweep-status", "fig2", *overrides, "--results-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"missing   {first}  (checkpoint: epoch 7 of {planned}, best train 91.25%)" in out
+    assert f"missing   {second}\n" in out
+    assert "2 missing (1 with a checkpoint to resume);" in out

@@ -6,6 +6,7 @@ Written atomically (temp file + ``os.replace``) so a job killed while saving kee
 from __future__ import annotations
 
 import os
+import pickle
 import random
 import tempfile
 from pathlib import Path
@@ -13,6 +14,21 @@ from typing import Any
 
 import numpy as np
 import torch
+
+
+def checkpoint_file(results_dir: str | os.PathLike, experiment: str, run_id: str) -> Path:
+    """Where run ``run_id`` of ``experiment`` keeps its checkpoint under ``results_dir``."""
+    return Path(results_dir) / "checkpoints" / experiment / run_id / "checkpoint.pt"
+
+
+def checkpoint_progress(path: Path) -> tuple[int, dict[str, Any]] | None:
+    """``(epochs done, best train point)`` of the checkpoint at ``path``; None when it is absent or unreadable
+    (a file being replaced, or written by an incompatible torch)."""
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=False)
+        return int(payload["epoch"]), dict(payload.get("best_train") or {})
+    except (OSError, RuntimeError, KeyError, TypeError, ValueError, EOFError, pickle.UnpicklingError):
+        return None
 
 
 def rng_state(generator: torch.Generator | None) -> dict[str, Any]:

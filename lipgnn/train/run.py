@@ -23,7 +23,7 @@ from lipgnn.errors import ConfigError, LipgnnError, RunInterrupted
 from lipgnn.identity import identity_config
 from lipgnn.identity import run_id as run_id_for
 from lipgnn.provenance import loaded_commit, versions
-from lipgnn.train.checkpoint import load_checkpoint
+from lipgnn.train.checkpoint import checkpoint_file, load_checkpoint
 
 log = logging.getLogger("lipgnn")
 
@@ -40,7 +40,7 @@ def resolve_device(name: str) -> torch.device:
 
 
 def checkpoint_path(cfg: DictConfig, run_id: str) -> Path:
-    return Path(cfg.results_dir) / "checkpoints" / str(cfg.experiment_name) / run_id / "checkpoint.pt"
+    return checkpoint_file(str(cfg.results_dir), str(cfg.experiment_name), run_id)
 
 
 def _check_writable(cfg: DictConfig) -> None:
