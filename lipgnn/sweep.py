@@ -73,18 +73,21 @@ class SweepStatus:
 
 def _resumable(results_dir: str | Path, experiment: str, missing: dict[str, int]) -> dict[str, str]:
     """How far each missing run (run_id -> planned epochs) got, for those that left a checkpoint."""
-    if not (Path(results_dir) / "checkpoints" / experiment).is_dir():
-        return {}  # nothing to read: skip importing torch
-    from lipgnn.train.checkpoint import checkpoint_file, checkpoint_progress
+    from lipgnn.results.store import checkpoint_file
+
+    paths = {rid: checkpoint_file(results_dir, experiment, rid) for rid in missing}
+    paths = {rid: path for rid, path in paths.items() if path.is_file()}
+    if not paths:
+        return {}  # nothing to read: torch is not imported
+    from lipgnn.train.checkpoint import checkpoint_progress
 
     found: dict[str, str] = {}
-    for rid, planned in missing.items():
-        path = checkpoint_file(results_dir, experiment, rid)
-        progress = checkpoint_progress(path) if path.is_file() else None
+    for rid, path in paths.items():
+        progress = checkpoint_progress(path)
         if progress is None:
             continue
         epoch, best_train = progress
-        text = f"epoch {epoch} of {planned}"
+        text = f"epoch {epoch} of {missing[rid]}"
         if best_train.get("train") is not None:
             text += f", best train {100 * float(best_train['train']):.2f}%"
         found[rid] = text

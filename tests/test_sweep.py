@@ -144,8 +144,9 @@ def test_sweep_status_cli_takes_train_py_spelling_and_fails_in_one_line(tmp_path
 
 def test_sweep_status_shows_how_far_a_checkpointed_run_got(tmp_path: Path, capsys) -> None:
     from lipgnn.cli import main
+    from lipgnn.results.store import checkpoint_file
     from lipgnn.sweep import expand_sweep
-    from lipgnn.train.checkpoint import checkpoint_file, save_checkpoint
+    from lipgnn.train.checkpoint import save_checkpoint
 
     overrides = ["budget=cpu", "variant=gat,gat_lip"]
     (first, _), (second, _) = sweep_status("fig2", tmp_path, overrides).rows

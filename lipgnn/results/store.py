@@ -41,7 +41,8 @@ STATUSES = ("completed", "diverged", "failed")
 
 # The schema lives in records.py (typed loading); re-exported here, where records are read and written.
 __all__ = ["COLUMNS", "RECORD_COLUMNS", "SCHEMA_VERSION", "STATUSES", "config_key", "load_records", "read_record",
-           "record_paths", "run_record_path", "variant_label", "write_failure_record", "write_record"]
+           "checkpoint_file", "record_paths", "run_record_path", "variant_label", "write_failure_record",
+           "write_record"]
 
 
 def run_record_path(results_dir: str | os.PathLike, experiment: str, run_id: str) -> Path:
@@ -52,6 +53,11 @@ def run_record_path(results_dir: str | os.PathLike, experiment: str, run_id: str
             raise ConfigError(
                 f"{what} {text!r} is not a valid file name: use a non-empty name without '/' or a leading '.'")
     return Path(results_dir) / "runs" / str(experiment) / f"{run_id}.json"
+
+
+def checkpoint_file(results_dir: str | os.PathLike, experiment: str, run_id: str) -> Path:
+    """``results_dir/checkpoints/<experiment>/<run_id>/checkpoint.pt``: where an unfinished run keeps its state."""
+    return Path(results_dir) / "checkpoints" / str(experiment) / run_id / "checkpoint.pt"
 
 
 def write_record(results_dir: str | os.PathLike, record: dict) -> Path:

@@ -16,21 +16,6 @@ import numpy as np
 import torch
 
 
-def checkpoint_file(results_dir: str | os.PathLike, experiment: str, run_id: str) -> Path:
-    """Where run ``run_id`` of ``experiment`` keeps its checkpoint under ``results_dir``."""
-    return Path(results_dir) / "checkpoints" / experiment / run_id / "checkpoint.pt"
-
-
-def checkpoint_progress(path: Path) -> tuple[int, dict[str, Any]] | None:
-    """``(epochs done, best train point)`` of the checkpoint at ``path``; None when it is absent or unreadable
-    (a file being replaced, or written by an incompatible torch)."""
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=False)
-        return int(payload["epoch"]), dict(payload.get("best_train") or {})
-    except (OSError, RuntimeError, KeyError, TypeError, ValueError, EOFError, pickle.UnpicklingError):
-        return None
-
-
 def rng_state(generator: torch.Generator | None) -> dict[str, Any]:
     state: dict[str, Any] = {
         "torch": torch.get_rng_state(),
@@ -72,3 +57,13 @@ def load_checkpoint(path: Path, device: torch.device) -> dict[str, Any] | None:
         return None
     # Our own file holding RNG states and numpy arrays: weights_only would reject them.
     return torch.load(path, map_location=device, weights_only=False)
+
+
+def checkpoint_progress(path: Path) -> tuple[int, dict[str, Any]] | None:
+    """``(epochs done, best train point)`` of the checkpoint at ``path``; None when it is absent or unreadable
+    (a file being replaced, or written by an incompatible torch)."""
+    try:
+        payload = load_checkpoint(path, torch.device("cpu"))
+        return None if payload is None else (int(payload["epoch"]), dict(payload.get("best_train") or {}))
+    except (OSError, RuntimeError, KeyError, TypeError, ValueError, EOFError, pickle.UnpicklingError):
+        return None

@@ -23,7 +23,7 @@ from lipgnn.errors import ConfigError, LipgnnError, RunInterrupted
 from lipgnn.identity import identity_config
 from lipgnn.identity import run_id as run_id_for
 from lipgnn.provenance import loaded_commit, versions
-from lipgnn.train.checkpoint import checkpoint_file, load_checkpoint
+from lipgnn.train.checkpoint import load_checkpoint
 
 log = logging.getLogger("lipgnn")
 
@@ -40,6 +40,8 @@ def resolve_device(name: str) -> torch.device:
 
 
 def checkpoint_path(cfg: DictConfig, run_id: str) -> Path:
+    from lipgnn.results.store import checkpoint_file
+
     return checkpoint_file(str(cfg.results_dir), str(cfg.experiment_name), run_id)
 
 
