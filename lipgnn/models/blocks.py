@@ -129,6 +129,13 @@ class GNNBlock(nn.Module):
     def has_attention(self) -> bool:
         return self.call == "attention"
 
+    @property
+    def accepts_node_order(self) -> bool:
+        """Whether the block may run on a graph relabelled for locality (:mod:`lipgnn.nn.fused.locality`):
+        a fused attention conv that draws its dropouts in the caller's coordinates, and nothing that
+        reads node labels (the nonlocal factor goes through the conv's per-head path)."""
+        return self.has_attention and self.nonlocal_mp is None and getattr(self.conv, "accepts_node_order", False)
+
     def forward(
         self,
         x: Tensor,
@@ -138,7 +145,11 @@ class GNNBlock(nn.Module):
     ) -> Tensor:
         h = self.block_norm(x) if self.placement == "pre" else x
         # A conv may bring its own dropout for its input (the fused layers do: same distribution, faster).
-        h = getattr(self.conv, "feature_dropout", F.dropout)(h, self.dropout, self.training)
+        order = getattr(edge_index, "node_order", None)
+        if order is None:
+            h = getattr(self.conv, "feature_dropout", F.dropout)(h, self.dropout, self.training)
+        else:  # a graph relabelled for locality: decide each row as the caller's row it is
+            h = self.conv.feature_dropout(h, self.dropout, self.training, rows=order)
         act = self.act
         if self.call == "attention":
             if self.nonlocal_mp is None and self.layer_norm is None and getattr(self.conv, "applies_activation", False):

@@ -19,6 +19,8 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 from torch_geometric.utils import add_self_loops, remove_self_loops
 
+from lipgnn.nn.fused import locality
+
 
 class DeepGNN(nn.Module):
     r"""Encoder → ``depth`` blocks (:class:`~lipgnn.models.blocks.GNNBlock` or SAN blocks) → output ``Linear``.
@@ -45,6 +47,11 @@ class DeepGNN(nn.Module):
         self_loops: replace the graph's self-loops by one per node before the blocks (SAN's softmax runs
             over the neighbours plus self); the result is cached for the edge-index tensor last seen.
         model_name / norm_name: recorded for ``repr`` and run records.
+
+    ``locality_order`` (attribute, default on): run the blocks on the graph relabelled in reverse
+    Cuthill–McKee order where :func:`lipgnn.nn.fused.locality.stack_graph` allows it (fused GAT/GT
+    stacks on CPU, large graphs), with every dropout mask in the caller's coordinates, so outputs and
+    gradients are those of the caller's order up to float summation order; only memory locality changes.
 
     ``forward(..., skip_blocks=...)`` leaves the given block indices out (each an identity), for
     single-layer pruning at evaluation (Guan & He Table 8).
@@ -76,6 +83,7 @@ class DeepGNN(nn.Module):
         self.checkpoint_activations = bool(checkpoint_activations)
         self.self_loops = bool(self_loops)
         self._loops_cache: tuple[Tensor, Tensor] | None = None
+        self.locality_order = True
         self.model_name = model_name
         self.norm_name = norm_name
 
@@ -114,6 +122,13 @@ class DeepGNN(nn.Module):
             edge_attr = None
         edge_index = self.prepare_edges(edge_index, x.size(0))
         h = x_0 = self.encode(x)
+        relabelled = None
+        if self.locality_order and edge_attr is None:
+            relabelled = locality.stack_graph(self.blocks, edge_index, h)
+        if relabelled is not None:
+            # The blocks run on the graph relabelled for locality, with the caller's dropout masks.
+            edge_index = relabelled.graph
+            h = x_0 = h.index_select(0, relabelled.graph.node_order)
         use_checkpoint = self.checkpoint_activations and self.training and torch.is_grad_enabled()
         for index, block in enumerate(self.blocks):
             if index in skip_blocks:
@@ -124,6 +139,8 @@ class DeepGNN(nn.Module):
                 h = checkpoint(block, h, edge_index, edge_attr, x_0, use_reentrant=False)
             else:
                 h = block(h, edge_index, edge_attr, x_0)
+        if relabelled is not None:
+            h = h.index_select(0, relabelled.inverse)
         h = F.dropout(h, p=self.head_dropout, training=self.training)
         return self.head(h)
 

@@ -18,6 +18,8 @@ Layout (one job per module, as PyG splits ``torch_geometric.nn.conv`` from ``tor
 ``lipschitz_csr``           LipschitzNorm's eq. (17)/(19) denominators per target node; the definition
                             is :mod:`lipgnn.nn.lipschitz`, which the tests hold these equal to
 ``dropout``                 dropout equal in distribution to ``F.dropout``, without a stored mask
+``locality``                deep stacks on large graphs run relabelled in reverse Cuthill–McKee order
+                            (memory locality), every dropout decision in the caller's coordinates
 ``activation``              ELU (the deep GAT/GT blocks' activation) as one compiled loop each way
 ``kernels``                 the compiled CPU loops (numba) of all of the above; each has an eager twin
                             in the module that calls it (CUDA, or ``LIPGNN_KERNELS=eager``)

@@ -99,6 +99,14 @@ class FusedLipGATConv(LipGATConv):
     # Feature dropout on this layer's input: deep models call ``conv.feature_dropout(x, p, training)``
     # where present (same distribution as ``F.dropout``, several times faster on CPU).
     feature_dropout = staticmethod(dropout)
+    #: The layer runs on a relabelled :class:`CSRGraph` and draws its attention dropout in the caller's
+    #: edge coordinates (``graph.edge_order``), so deep models may relabel for locality
+    #: (:mod:`lipgnn.nn.fused.locality`).
+    accepts_node_order = True
+
+    def graph_self_loops(self) -> bool:
+        """Whether this layer's :class:`CSRGraph` carries one self-loop per node."""
+        return bool(self.add_self_loops)
     #: ``forward`` takes ``activation=`` (deep models pass their block's activation, see :meth:`forward`).
     applies_activation = True
 
@@ -155,7 +163,7 @@ class FusedLipGATConv(LipGATConv):
 
     def _csr_heads(self, x: Tensor, edge_index: Tensor | CSRGraph, edge_attr: Tensor | None) -> CSRHeads:
         H, C = self.heads, self.out_channels
-        graph = resolve_graph(edge_index, x.size(0), self.add_self_loops)
+        graph = resolve_graph(edge_index, x.size(0), self.graph_self_loops())
         if self.lin is not None:
             x_src = x_dst = self.lin(x).view(-1, H, C)
         else:
@@ -191,7 +199,7 @@ class FusedLipGATConv(LipGATConv):
             score = self._plain_or_edge_scores(a_src, a_dst, sq_src, sq_dst, x_src, x_dst, edge_proj, graph)
         score = F.leaky_relu(score, self.negative_slope)
         alpha = csr_softmax(score, graph, bound)
-        alpha = dropout(alpha, self.dropout, self.training)
+        alpha = dropout(alpha, self.dropout, self.training, rows=graph.edge_order)
         return CSRHeads(csr_spmm(alpha, x_src, graph), alpha, x_src, graph)
 
     def _plain_or_edge_scores(

@@ -33,7 +33,8 @@ class CSRGraph:
     of the CSR indices when they fit (MKL's sparse kernels take 32-bit indices; int64 ones would be
     converted on every call). ``perm`` maps every sorted edge to its position in the edge list produced by PyG's
     ``remove_self_loops`` + ``add_self_loops`` (or in the raw ``edge_index`` without self-loop
-    handling), so per-edge features can be brought into the same order.
+    handling), so per-edge features can be brought into the same order. ``node_order`` /
+    ``edge_order`` are set only on a graph relabelled by :mod:`lipgnn.nn.fused.locality`.
     """
 
     num_src: int
@@ -52,6 +53,10 @@ class CSRGraph:
     t_csr_ptr: Tensor
     t_csr_col: Tensor
     num_nonempty: int    # targets with at least one incoming edge (counted once, on the host)
+    # Set on a graph relabelled for locality (lipgnn.nn.fused.locality): the caller's label of every
+    # node and the caller's CSR position of every edge, which dropout decisions are drawn for.
+    node_order: Tensor | None = None
+    edge_order: Tensor | None = None
 
     @property
     def num_edges(self) -> int:

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import weakref
 from collections.abc import Iterator
 
 import numpy as np
@@ -66,6 +67,7 @@ __all__ = [
     "available",
     "disabled",
     "dropout_",
+    "dropout_rows_",
     "bias_elu",
     "bias_elu_backward",
     "csr_t_matmul",
@@ -308,6 +310,33 @@ if numba is not None:
             w = _splitmix64(z + _GAMMA)
             out[n - 1] = x[n - 1] * (scale if (w & _LOW32) < threshold else zero)
 
+    @_jit
+    def _dropout_rows(x, out, rows, seed, threshold, scale, zero):  # pragma: no cover - compiled
+        # ``_dropout``'s decisions for a row-permuted ``[R, C]`` array, ``C`` even: row ``i`` holds row
+        # ``rows[i]`` of the array ``_dropout`` would see, which starts at pair ``rows[i]·C/2``, so the
+        # state is carried along the row from ``seed + (rows[i]·C/2)γ`` as ``_dropout`` carries it.
+        R, C = x.shape
+        half = np.uint64(C // 2)
+        for i in range(R):
+            z = seed + np.uint64(rows[i]) * half * _GAMMA
+            for pair in range(C // 2):
+                z = z + _GAMMA
+                w = _splitmix64(z)
+                a = scale if (w & _LOW32) < threshold else zero
+                b = scale if (w >> np.uint64(32)) < threshold else zero
+                out[i, 2 * pair] = x[i, 2 * pair] * a
+                out[i, 2 * pair + 1] = x[i, 2 * pair + 1] * b
+
+    @_jit
+    def _dropout_index(x, out, index, seed, threshold, scale, zero):  # pragma: no cover - compiled
+        # Element k takes the decision of flat index n = index[k] in ``_dropout``: half n % 2 of
+        # mix(seed + (n // 2 + 1)γ). Branch-free, so LLVM vectorises it (narrow rows: attention dropout).
+        for k in range(x.size):
+            n = np.uint64(index[k])
+            w = _splitmix64(seed + ((n >> np.uint64(1)) + np.uint64(1)) * _GAMMA)
+            bits = (w >> ((n & np.uint64(1)) * np.uint64(32))) & _LOW32
+            out[k] = x[k] * (scale if bits < threshold else zero)
+
     @_jit_fast
     def _sddmm(rowptr, col, a, b, out, zero):  # pragma: no cover - compiled
         # out[e, h] = <a[i, h], b[col[e], h]> for the edges e of row i; a's row stays in cache.
@@ -462,6 +491,35 @@ def dropout_(x: Tensor, out: Tensor, seed: int, keep: float) -> Tensor:
     _dropout(_np(x).reshape(-1), out.detach().numpy().reshape(-1), np.uint64(seed % 2**64), threshold,
              (_zero(x) + 1) / keep, _zero(x))
     return out
+
+
+def dropout_rows_(x: Tensor, out: Tensor, rows: Tensor, seed: int, keep: float) -> Tensor:
+    """:func:`dropout_` of a row-permuted tensor: with ``x`` (``[R, ...]``, contiguous) holding row
+    ``rows[i]`` of some ``x0`` in row ``i``, ``out[i] = dropout_(x0, seed, keep)[rows[i]]`` exactly, i.e.
+    every element keeps the decision of its original coordinates (:mod:`lipgnn.nn.fused.locality`)."""
+    threshold = np.uint64(min(int(round(keep * 2.0**32)), 2**32))
+    rows_, width = x.size(0), x.numel() // max(x.size(0), 1)
+    args = (np.uint64(seed % 2**64), threshold, (_zero(x) + 1) / keep, _zero(x))
+    if width % 2 == 0 and width >= 16:
+        _dropout_rows(_np(x).reshape(rows_, width), out.detach().numpy().reshape(rows_, width), _np(rows), *args)
+        return out
+    # Narrow rows (attention weights, one entry per head): one flat index per element.
+    _dropout_index(_np(x).reshape(-1), out.detach().numpy().reshape(-1), _np(_flat_index(rows, width)), *args)
+    return out
+
+
+_FLAT_INDEX: list = [None, 0, None]  # (weak reference to rows, width, index): every layer of a stack shares one
+
+
+def _flat_index(rows: Tensor, width: int) -> Tensor:
+    """``rows[i]·width + c`` for every element ``(i, c)``, flat; kept for the ``rows`` tensor last seen."""
+    if width == 1:
+        return rows
+    ref, cached_width, index = _FLAT_INDEX
+    if ref is None or ref() is not rows or cached_width != width:
+        index = (rows.view(-1, 1) * width + torch.arange(width)).view(-1)
+        _FLAT_INDEX[:] = [weakref.ref(rows), width, index]
+    return index
 
 
 def eq19_scale(q_sq: Tensor, k_max: Tensor, v_max: Tensor, rowptr: Tensor, alpha: float,

@@ -53,6 +53,14 @@ class FusedLipTransformerConv(LipTransformerConv):
     # Feature dropout on this layer's input: deep models call ``conv.feature_dropout(x, p, training)``
     # where present (same distribution as ``F.dropout``, several times faster on CPU).
     feature_dropout = staticmethod(dropout)
+    #: The layer runs on a relabelled :class:`CSRGraph` and draws its attention dropout in the caller's
+    #: edge coordinates (``graph.edge_order``), so deep models may relabel for locality
+    #: (:mod:`lipgnn.nn.fused.locality`).
+    accepts_node_order = True
+
+    def graph_self_loops(self) -> bool:
+        """Whether this layer's :class:`CSRGraph` carries one self-loop per node."""
+        return False
 
     def forward(  # type: ignore[override]
         self,
@@ -101,7 +109,7 @@ class FusedLipTransformerConv(LipTransformerConv):
 
     def _csr_heads(self, x: Tensor, edge_index: Tensor | CSRGraph, edge_attr: Tensor | None) -> CSRHeads:
         H, C = self.heads, self.out_channels
-        graph = resolve_graph(edge_index, x.size(0), False)
+        graph = resolve_graph(edge_index, x.size(0), self.graph_self_loops())
         query = self.lin_query(x).view(-1, H, C)
         key = self.lin_key(x).view(-1, H, C)
         value = self.lin_value(x).view(-1, H, C)
@@ -115,7 +123,7 @@ class FusedLipTransformerConv(LipTransformerConv):
             edge_proj = self.lin_edge(graph.edge_values(edge_attr, edge_index, 0.0)).view(-1, H, C)
         score, value, bound = self._attention_logits(query, key, value, edge_proj, graph)
         weights = csr_softmax(score, graph, bound)
-        alpha = dropout(weights, self.dropout, self.training)
+        alpha = dropout(weights, self.dropout, self.training, rows=graph.edge_order)
         out = csr_spmm(alpha, value, graph)
         if edge_proj is not None:
             # TransformerConv adds the edge embedding to the values: Σ_j a_ij e_ij per target.

@@ -1,0 +1,130 @@
+"""The locality order of deep fused stacks (lipgnn.nn.fused.locality): a stack run on its graph relabelled
+in reverse Cuthill–McKee order computes the caller's run (same dropout masks, outputs and gradients)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from lipgnn.diagnostics.tracing import trace_layers
+from lipgnn.models import build_model
+from lipgnn.nn.fused import locality
+from lipgnn.nn.fused.dropout import dropout
+from lipgnn.nn.fused.graph import get_csr_graph
+
+NUM_NODES, IN_CHANNELS = 300, 12
+
+
+def graph_with_parallel_edges_and_loops(seed: int = 0) -> torch.Tensor:
+    """A random directed graph with repeated edges and some self-loops already present."""
+    gen = torch.Generator().manual_seed(seed)
+    ei = torch.randint(0, NUM_NODES, (2, 1500), generator=gen)
+    loops = torch.arange(0, NUM_NODES, 7).repeat(2, 1)
+    return torch.cat([ei, ei[:, :40], loops], dim=1)
+
+
+@pytest.mark.parametrize("shape", [(257, 64), (301, 1), (120, 3), (9, 8)])
+def test_dropout_with_a_row_map_keeps_each_elements_decision(shape: tuple[int, int]) -> None:
+    """Dropping a row-permuted tensor with ``rows`` gives exactly the permuted result of dropping the
+    original (same seed), forward and backward, for even widths (carried state) and odd ones."""
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(1))
+    perm = torch.randperm(shape[0], generator=torch.Generator().manual_seed(2))
+    torch.manual_seed(5)
+    plain = dropout(x, 0.6)
+    torch.manual_seed(5)
+    moved = dropout(x[perm], 0.6, rows=perm)
+    assert torch.equal(moved, plain[perm])
+    assert 0.5 < float((plain == 0).float().mean()) < 0.7
+    a, b = x.clone().requires_grad_(), x[perm].clone().requires_grad_()
+    torch.manual_seed(5)
+    dropout(a, 0.6).sum().backward()
+    torch.manual_seed(5)
+    dropout(b, 0.6, rows=perm).sum().backward()
+    assert torch.equal(b.grad, a.grad[perm])
+
+
+@pytest.mark.parametrize("self_loops", [True, False])
+def test_relabelled_graph_maps_every_edge_to_its_original(self_loops: bool) -> None:
+    """The relabelled CSR is P A Pᵀ: edge e of it is the caller's edge edge_order[e] (parallel edges
+    included), node_order is the RCM order, and its rows are no wider than the caller's."""
+    ei = graph_with_parallel_edges_and_loops()
+    base = get_csr_graph(ei, NUM_NODES, self_loops)
+    moved = locality.relabel(base, locality.rcm_order(base))
+    graph, order = moved.graph, moved.graph.node_order
+    assert torch.equal(torch.sort(order).values, torch.arange(NUM_NODES))
+    assert torch.equal(moved.inverse[order], torch.arange(NUM_NODES))
+    assert torch.equal(torch.sort(graph.edge_order).values, torch.arange(base.num_edges))
+    assert torch.equal(order[graph.row], base.row[graph.edge_order])
+    assert torch.equal(order[graph.col], base.col[graph.edge_order])
+    assert torch.equal(graph.perm, base.perm[graph.edge_order])
+    assert graph.self_loops == self_loops
+    gap = (graph.row - graph.col).abs().double().mean()
+    assert gap < (base.row - base.col).abs().double().mean()
+
+
+def _model(name: str, norm: str, heads: int) -> torch.nn.Module:
+    spec = SimpleNamespace(num_features=IN_CHANNELS, num_classes=3, input="dense", vocab_sizes=(), edge_dim=None)
+    cfg = SimpleNamespace(name=name, hidden=8 * heads, heads=heads, dropout=0.6, attn_dropout=0.3, impl="fused")
+    torch.manual_seed(0)
+    return build_model(cfg, SimpleNamespace(name=norm), spec, 4)
+
+
+@pytest.mark.parametrize("name, norm, heads", [("gat", "lip", 1), ("gat", "none", 2), ("gt", "lip", 2)])
+def test_a_relabelled_stack_is_the_callers_run(monkeypatch: pytest.MonkeyPatch, name: str, norm: str,
+                                               heads: int) -> None:
+    """Training mode with feature and attention dropout: the stack run in RCM order (locality_order on)
+    gives the outputs and every parameter gradient of the stack in the caller's order, the same seed
+    drawing the same masks; the relabelling really ran."""
+    monkeypatch.setattr(locality, "MIN_NODES", 0)
+    ei = graph_with_parallel_edges_and_loops()
+    # float64, so that only the masks could make a difference beyond summation order
+    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    model = _model(name, norm, heads).double().train()
+    calls = []
+    original = locality.stack_graph
+    monkeypatch.setattr(locality, "stack_graph", lambda *a: calls.append(original(*a)) or calls[-1])
+
+    def run(on: bool) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        model.locality_order = on
+        model.zero_grad()
+        torch.manual_seed(11)
+        out = model(x, ei)
+        (out * torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)).sum().backward()
+        return out.detach(), [p.grad.clone() for p in model.parameters()]
+
+    out_on, grads_on = run(True)
+    assert calls and calls[-1] is not None
+    out_off, grads_off = run(False)
+    torch.manual_seed(12)
+    out_other = model(x, ei).detach()
+    assert not torch.allclose(out_other, out_off)  # the dropouts are live: another seed, another output
+    torch.testing.assert_close(out_on, out_off, atol=1e-10, rtol=1e-10)
+    for g_on, g_off in zip(grads_on, grads_off, strict=True):
+        torch.testing.assert_close(g_on, g_off, atol=1e-10, rtol=1e-9)
+
+
+def test_a_hooked_stack_runs_in_the_callers_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Layer tracing (forward hooks on the blocks) sees every layer in the caller's order."""
+    monkeypatch.setattr(locality, "MIN_NODES", 0)
+    ei = graph_with_parallel_edges_and_loops()
+    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=torch.Generator().manual_seed(3))
+    model = _model("gat", "lip", 1)
+    traced = trace_layers(model, x, ei)
+    model.locality_order = False
+    plain = trace_layers(model, x, ei)
+    for a, b in zip(traced, plain, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+def test_small_graphs_and_pyg_stacks_keep_the_callers_order() -> None:
+    """Below MIN_NODES, and for stacks whose convs are not the fused ones, nothing is relabelled."""
+    ei = graph_with_parallel_edges_and_loops()
+    h = torch.randn(NUM_NODES, 8)
+    assert locality.stack_graph(_model("gat", "lip", 1).blocks, ei, h) is None
+    spec = SimpleNamespace(num_features=IN_CHANNELS, num_classes=3, input="dense", vocab_sizes=(), edge_dim=None)
+    cfg = SimpleNamespace(name="gat", hidden=8, heads=1, dropout=0.6, attn_dropout=0.3, impl="pyg")
+    pyg = build_model(cfg, SimpleNamespace(name="lip"), spec, 2)
+    big = torch.randn(locality.MIN_NODES, 8)
+    assert locality.stack_graph(pyg.blocks, ei, big) is None
