@@ -71,17 +71,20 @@ def _model(name: str, norm: str, heads: int) -> torch.nn.Module:
     return build_model(cfg, SimpleNamespace(name=norm), spec, 4)
 
 
-@pytest.mark.parametrize("name, norm, heads", [("gat", "lip", 1), ("gat", "none", 2), ("gt", "lip", 2)])
+@pytest.mark.parametrize("name, norm, heads, recompute", [("gat", "lip", 1, False), ("gat", "none", 2, False),
+                                                      ("gt", "lip", 2, False), ("gat", "lip", 1, True)])
 def test_a_relabelled_stack_is_the_callers_run(monkeypatch: pytest.MonkeyPatch, name: str, norm: str,
-                                               heads: int) -> None:
+                                               heads: int, recompute: bool) -> None:
     """Training mode with feature and attention dropout: the stack run in RCM order (locality_order on)
     gives the outputs and every parameter gradient of the stack in the caller's order, the same seed
-    drawing the same masks; the relabelling really ran."""
+    drawing the same masks (also with activation checkpointing, which replays them in the backward);
+    the relabelling really ran."""
     monkeypatch.setattr(locality, "MIN_NODES", 0)
     ei = graph_with_parallel_edges_and_loops()
     # float64, so that only the masks could make a difference beyond summation order
     x = torch.randn(NUM_NODES, IN_CHANNELS, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
     model = _model(name, norm, heads).double().train()
+    model.checkpoint_activations = recompute
     calls = []
     original = locality.stack_graph
     monkeypatch.setattr(locality, "stack_graph", lambda *a: calls.append(original(*a)) or calls[-1])
