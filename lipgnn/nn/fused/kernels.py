@@ -487,19 +487,22 @@ def bias_elu_backward(grad: Tensor, y: Tensor, alpha: float, with_bias: bool) ->
 def dropout_(x: Tensor, out: Tensor, seed: int, keep: float) -> Tensor:
     """``out = x · m / keep`` with ``m_n ~ Bernoulli(keep)`` decided by SplitMix64 from ``(seed, n)``
     (``x``, ``out`` contiguous, ``n`` the flat index); the same ``seed`` gives the same ``m``."""
-    threshold = np.uint64(min(int(round(keep * 2.0**32)), 2**32))
-    _dropout(_np(x).reshape(-1), out.detach().numpy().reshape(-1), np.uint64(seed % 2**64), threshold,
-             (_zero(x) + 1) / keep, _zero(x))
+    _dropout(_np(x).reshape(-1), out.detach().numpy().reshape(-1), *_dropout_args(x, seed, keep))
     return out
+
+
+def _dropout_args(x: Tensor, seed: int, keep: float) -> tuple:
+    """The compiled dropouts' trailing arguments: seed, keep threshold on 32 bits, scale, zero."""
+    threshold = np.uint64(min(int(round(keep * 2.0**32)), 2**32))
+    return np.uint64(seed % 2**64), threshold, (_zero(x) + 1) / keep, _zero(x)
 
 
 def dropout_rows_(x: Tensor, out: Tensor, rows: Tensor, seed: int, keep: float) -> Tensor:
     """:func:`dropout_` of a row-permuted tensor: with ``x`` (``[R, ...]``, contiguous) holding row
     ``rows[i]`` of some ``x0`` in row ``i``, ``out[i] = dropout_(x0, seed, keep)[rows[i]]`` exactly, i.e.
     every element keeps the decision of its original coordinates (:mod:`lipgnn.nn.fused.locality`)."""
-    threshold = np.uint64(min(int(round(keep * 2.0**32)), 2**32))
     rows_, width = x.size(0), x.numel() // max(x.size(0), 1)
-    args = (np.uint64(seed % 2**64), threshold, (_zero(x) + 1) / keep, _zero(x))
+    args = _dropout_args(x, seed, keep)
     if width % 2 == 0 and width >= 16:
         _dropout_rows(_np(x).reshape(rows_, width), out.detach().numpy().reshape(rows_, width), _np(rows), *args)
         return out
