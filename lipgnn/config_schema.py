@@ -186,6 +186,7 @@ class TrainConfig:
     eval_every: int = number(1, ge=1, integer=True)
     checkpoint_every: int = number(0, ge=0, integer=True)
     checkpoint_activations: Any = flag(False)
+    malloc_tuning: Any = flag(True)  # glibc malloc keeps freed memory between steps (lipgnn/train/allocator.py)
     grad_clip: float = number(0.0, ge=0.0)
     plateau_threshold_mode: str = choice("rel", "rel", "abs")  # abs: Alon & Yahav's absolute 1e-4 gain
     # TREES protocol (Alon & Yahav): the train metric that drives plateau_mode=max and the stopping rules

@@ -134,12 +134,16 @@ def _train(cfg: DictConfig, run_id: str, ckpt_path: Path, progress: bool | None,
     from lipgnn.data import load
     from lipgnn.models import build_model
     from lipgnn.models.builder import resolve_impl
+    from lipgnn.train.allocator import is_tuned, tune_malloc
     from lipgnn.train.faults import maybe_raise
     from lipgnn.train.loggers import make_logger
     from lipgnn.train.trainer import Trainer
 
     maybe_raise(run_id)
     torch.set_num_threads(threads)
+    # Before the data and the model: their allocations come from the heap the settings govern. Process-wide:
+    # a job with malloc_tuning=false after one with true still runs (and is recorded) tuned.
+    malloc_tuned = tune_malloc() if cfg.train.malloc_tuning else is_tuned()
     seed_everything(int(cfg.seed))
     device = resolve_device(str(cfg.device))
     task = load(cfg.dataset, int(cfg.seed))
@@ -172,6 +176,8 @@ def _train(cfg: DictConfig, run_id: str, ckpt_path: Path, progress: bool | None,
         # Whether the encoder multiplied the input features in CSR form (model.impl=auto|fused, CPU,
         # sparse enough): equal to the dense product within float rounding, recorded for the timing.
         "sparse_input": any(getattr(m, "used_csr", False) for m in model.modules()),
+        # glibc malloc kept freed memory between steps (train.malloc_tuning): recorded for the timing.
+        "malloc_tuned": malloc_tuned,
     }
     if result.best_train is not None:  # the TREES protocol's headline: best train accuracy (train.train_metric)
         record["best_train"] = result.best_train

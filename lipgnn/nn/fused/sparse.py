@@ -64,6 +64,8 @@ def _spmm(ptr: Tensor, col: Tensor, values: Tensor, x: Tensor, shape: tuple[int,
     heads = values.size(1)
     if heads == 1:
         return _csr_mm(ptr, col, values.reshape(-1), x[:, 0], shape).unsqueeze(1)
+    if kernels.available(values, x):
+        return kernels.spmm_heads(values, x, ptr, col, shape[0])
     vals = _heads_first(values)
     out = x.new_empty(shape[0], heads, x.size(2))
     for h in range(heads):
