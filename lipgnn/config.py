@@ -19,7 +19,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from lipgnn.config_schema import ATTENTION_MODELS, MODELS, NORMS, keyword_fields, register
+from lipgnn.config_schema import ATTENTION_MODELS, FUSED_MODELS, MODELS, NORMS, keyword_fields, register
 from lipgnn.errors import ConfigError
 
 # An absolute path: Hydra would otherwise look for a Python package named "conf" (editable install = repo root).
@@ -131,9 +131,9 @@ def validate(cfg: DictConfig) -> None:
         _require(model.hidden % model.heads == 0,
                  f"model.hidden={model.hidden} is not divisible by model.heads={model.heads} "
                  "(concat splits the width over heads); change one of them or use head_aggregation=mean")
-    _require(model.impl != "fused" or model.name in ATTENTION_MODELS,
-             f"model.impl=fused exists only for attention models ({', '.join(ATTENTION_MODELS)}), "
-             f"not model={model.name}; use model.impl=pyg")
+    _require(model.impl != "fused" or model.name in FUSED_MODELS,
+             f"model.impl=fused exists only for {', '.join(FUSED_MODELS)}, not model={model.name}; "
+             "use model.impl=pyg")
     _validate_block_options(model, norm)
     _validate_score(model, norm)
     warmup = cfg.train.get("warmup_epochs", 0)

@@ -31,8 +31,8 @@ def test_two_layer_gcn_on_cora_reaches_a_sane_accuracy_and_writes_a_complete_rec
     assert on_disk["versions"]["torch"].startswith("2.") and on_disk["metric"] == "acc"
     assert on_disk["info"]["missing_rate"] == 0
     # model.impl=auto (the default) on CPU: Cora's bag-of-words features (1.3% non-zero) go through the
-    # CSR encoder; the stock path keeps the dense product.
-    assert on_disk["sparse_input"] is True and on_disk["config"]["model"]["impl"] == "pyg"
+    # CSR encoder and GCN's layers are the fused ones; the stock path keeps the dense product.
+    assert on_disk["sparse_input"] is True and on_disk["config"]["model"]["impl"] == "fused"
 
 
 def test_the_stock_path_keeps_the_dense_encoder(tmp_path: Path, data_root: Path) -> None:

@@ -30,7 +30,7 @@ GAT/GT always use the Lip classes: with ``norm != lip`` they are built with ``li
 (then equal to PyG's ``GATConv``/``TransformerConv``), so checkpoints keep the same state-dict keys
 whichever norm they were trained with.
 
-``model.impl=auto`` (the shipped default) builds an attention model's layers ``fused`` on CPU and
+``model.impl=auto`` (the shipped default) builds an attention model's (and GCN's) layers ``fused`` on CPU and
 ``pyg`` elsewhere (:func:`resolve_impl`: the fused path's speed comes from compiled CPU loops, and
 its CUDA twins have not been measured against PyG's CUDA kernels), and gives every model the
 sparse-feature encoder (:func:`input_linear_class`); ``pyg`` is stock throughout. The classes are chosen in one place,
@@ -59,6 +59,8 @@ from lipgnn.models.san import SANBlock
 
 MODEL_NAMES: tuple[str, ...] = ("gcn", "ggnn", "gin", "gat", "gt", "gcnii")
 ATTENTION_MODELS: tuple[str, ...] = ("gat", "gt")
+#: Models whose layers have a fused (CSR) implementation besides the attention models and SAN.
+FUSED_PLAIN_MODELS: tuple[str, ...] = ("gcn",)
 #: Guan & He's self-attention GNN (:mod:`lipgnn.models.san`): its own block, norm none | lip only.
 SAN_NAME = "san"
 ALL_MODEL_NAMES: tuple[str, ...] = (*MODEL_NAMES, SAN_NAME)
@@ -146,7 +148,8 @@ def resolve_impl(impl: str, name: str, device: torch.device | str | None = None)
     if impl != "auto":
         return impl
     on_cpu = device is None or torch.device(device).type == "cpu"
-    return "fused" if on_cpu and (name in ATTENTION_MODELS or name == SAN_NAME) else "pyg"
+    fused = name in ATTENTION_MODELS or name in FUSED_PLAIN_MODELS or name == SAN_NAME
+    return "fused" if on_cpu and fused else "pyg"
 
 
 def attention_conv_classes(impl: str) -> tuple[type[nn.Module], type[nn.Module]]:
@@ -264,9 +267,9 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
             f"norm=lip needs an attention model ({', '.join(ATTENTION_MODELS)}); "
             f"model={name} has no attention scores to normalize"
         )
-    if impl == "fused" and name not in ATTENTION_MODELS:
+    if impl == "fused" and name not in (*ATTENTION_MODELS, *FUSED_PLAIN_MODELS):
         raise ConfigError(
-            f"model.impl=fused exists only for attention models ({', '.join(ATTENTION_MODELS)}); "
+            f"model.impl=fused exists only for {', '.join((*ATTENTION_MODELS, SAN_NAME, *FUSED_PLAIN_MODELS))}; "
             f"use model.impl=pyg for model={name}"
         )
 
@@ -310,8 +313,14 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
                               edge_dim=edge_dim, root_weight=True, **lip_kwargs, **score_kwargs)
             return conv, "attention"
     elif name == "gcn":
+        gcn_cls: type[nn.Module] = GCNConv
+        if impl == "fused":
+            from lipgnn.nn.fused import FusedGCNConv  # the normalised propagation as one CSR product
+
+            gcn_cls = FusedGCNConv
+
         def make_conv(layer: int) -> tuple[nn.Module, str]:
-            return GCNConv(hidden, hidden), "plain"
+            return gcn_cls(hidden, hidden), "plain"
     elif name == "ggnn":
         def make_conv(layer: int) -> tuple[nn.Module, str]:
             return GatedGraphConv(hidden, num_layers=1), "plain"

@@ -24,6 +24,7 @@ Layout (one job per module, as PyG splits ``torch_geometric.nn.conv`` from ``tor
 ``kernels``                 the compiled CPU loops (numba) of all of the above; each has an eager twin
                             in the module that calls it (CUDA, or ``LIPGNN_KERNELS=eager``)
 ``gat_conv``                :class:`FusedLipGATConv`
+``gcn_conv``                :class:`FusedGCNConv` (GCN's normalised propagation as one CSR product)
 ``transformer_conv``        :class:`FusedLipTransformerConv`
 ``san``, ``san_kernels``    the SAN block's attention (all heads, the nonlocal energy) as one operation
                             and its compiled loops (``model=san``)
@@ -38,6 +39,7 @@ from lipgnn.nn.fused import kernels
 from lipgnn.nn.fused.activation import ELU
 from lipgnn.nn.fused.dropout import dropout
 from lipgnn.nn.fused.gat_conv import FusedLipGATConv
+from lipgnn.nn.fused.gcn_conv import FusedGCNConv
 from lipgnn.nn.fused.graph import CSRGraph, clear_csr_cache, get_csr_graph
 from lipgnn.nn.fused.lipschitz_csr import (
     gat_denominator_csr,
@@ -66,6 +68,7 @@ __all__ = [
     "MAX_SHIFT_FREE_BOUND",
     "CSRGraph",
     "ELU",
+    "FusedGCNConv",
     "FusedLipGATConv",
     "FusedLipTransformerConv",
     "add_sq_norm_grad_",
