@@ -92,6 +92,23 @@ def test_every_node_has_one_self_loop(tmp_path: Path) -> None:
     assert int((src != dst).sum()) == 5 * 6  # plus the child -> parent edges
 
 
+def test_batches_of_one_size_share_their_edge_index_and_its_csr_graph(tmp_path: Path) -> None:
+    """Full batches reuse one edge_index tensor (so the fused layers' CSR graph is built once per size);
+    its values are each batch's disjoint union, and the last, smaller batch has its own."""
+    from lipgnn.nn.fused import get_csr_graph
+
+    task = trees(tmp_path, 2, batch_size=40)  # 96 examples: batches of 40, 40, 16
+    batches = list(task.eval_batches())
+    assert [b.root_index.numel() for b in batches] == [40, 40, 16]
+    assert batches[0].edge_index is batches[1].edge_index and batches[2].edge_index is not batches[0].edge_index
+    template = batches[2].edge_index[:, batches[2].edge_index.max(dim=0).values < 7]  # tree 0 of a batch
+    for b in batches:
+        count = b.root_index.numel()
+        expected = torch.cat([template + 7 * k for k in range(count)], dim=1)
+        assert torch.equal(b.edge_index, expected)
+    assert get_csr_graph(batches[0].edge_index, 280, True) is get_csr_graph(batches[1].edge_index, 280, True)
+
+
 def test_labels_match_a_hand_built_tree() -> None:
     perm = torch.tensor([[2, 0, 3, 1]])  # leaf values 3, 1, 4, 2
     assert tree_labels(perm, torch.tensor([1])).tolist() == [3]

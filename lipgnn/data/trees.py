@@ -192,6 +192,11 @@ class TreeBatcher:
         self.labels = tree_labels(perm, target)
         self.template = tree_edge_index(depth)
         self.device = device
+        # Every batch of the same size has the same disjoint-union edge_index, so batches of one size share one
+        # tensor: the fused layers' CSR graph (cached per edge_index tensor) is then built once per size instead
+        # of once per batch (8 ms of a ~150 ms GAT batch at tree depth 4, 18 ms at depth 5). Read-only by
+        # convention, as every edge_index in the suite.
+        self._edge_index: dict[int, Tensor] = {}
 
     def batch(self, tree_ids: Tensor) -> Data:
         """Disjoint union of the trees ``tree_ids``; tree ``j`` of the batch owns nodes ``j*n .. (j+1)*n-1``."""
@@ -202,8 +207,10 @@ class TreeBatcher:
         x[:, leaves - 1:, 1] = self.perm[tree_ids] + 1
         y = torch.full((count, n), -1, dtype=torch.long)
         y[:, 0] = self.labels[tree_ids]
-        offsets = (torch.arange(count) * n).view(1, count, 1)
-        edge_index = (self.template.view(2, 1, -1) + offsets).reshape(2, -1)
+        edge_index = self._edge_index.get(count)
+        if edge_index is None:
+            offsets = (torch.arange(count) * n).view(1, count, 1)
+            edge_index = self._edge_index[count] = (self.template.view(2, 1, -1) + offsets).reshape(2, -1)
         masks = {}
         for key, code in (("train_mask", 0), ("val_mask", 1), ("test_mask", 2)):
             mask = torch.zeros(count, n, dtype=torch.bool)
