@@ -107,3 +107,16 @@ def test_models_build_the_fused_gcn_with_the_same_state_dict() -> None:
     for net in nets.values():
         net.eval()
     torch.testing.assert_close(nets["fused"](x, ei), nets["pyg"](x, ei), atol=1e-5, rtol=1e-5)
+
+
+def test_a_graph_first_seen_under_inference_mode_still_trains() -> None:
+    """The cached weights are made outside inference mode, so an evaluation under torch.inference_mode that
+    meets the graph first does not break the training step after it (inference tensors cannot be saved for
+    backward)."""
+    ref, fused = pair()
+    ei, x = awkward_graph(), torch.randn(8, 5)
+    with torch.inference_mode():
+        torch.testing.assert_close(fused(x, ei), ref(x, ei))
+    fused(x, ei).sum().backward()
+    ref(x, ei).sum().backward()
+    torch.testing.assert_close(fused.lin.weight.grad, ref.lin.weight.grad)

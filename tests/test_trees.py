@@ -98,7 +98,11 @@ def test_batches_of_one_size_share_their_edge_index_and_its_csr_graph(tmp_path: 
     from lipgnn.nn.fused import get_csr_graph
 
     task = trees(tmp_path, 2, batch_size=40)  # 96 examples: batches of 40, 40, 16
+    with torch.inference_mode():  # an evaluation that meets each size first ...
+        first = list(task.eval_batches())
+    assert not any(b.edge_index.is_inference() for b in first)  # ... leaves normal tensors for training
     batches = list(task.eval_batches())
+    assert batches[0].edge_index is first[0].edge_index
     assert [b.root_index.numel() for b in batches] == [40, 40, 16]
     assert batches[0].edge_index is batches[1].edge_index and batches[2].edge_index is not batches[0].edge_index
     template = batches[2].edge_index[:, batches[2].edge_index.max(dim=0).values < 7]  # tree 0 of a batch

@@ -209,8 +209,11 @@ class TreeBatcher:
         y[:, 0] = self.labels[tree_ids]
         edge_index = self._edge_index.get(count)
         if edge_index is None:
-            offsets = (torch.arange(count) * n).view(1, count, 1)
-            edge_index = self._edge_index[count] = (self.template.view(2, 1, -1) + offsets).reshape(2, -1)
+            # A normal tensor even when the first batch of this size is made under torch.inference_mode
+            # (an evaluation): later training batches reuse it, and autograd cannot save an inference tensor.
+            with torch.inference_mode(False):
+                offsets = (torch.arange(count) * n).view(1, count, 1)
+                edge_index = self._edge_index[count] = (self.template.view(2, 1, -1) + offsets).reshape(2, -1)
         masks = {}
         for key, code in (("train_mask", 0), ("val_mask", 1), ("test_mask", 2)):
             mask = torch.zeros(count, n, dtype=torch.bool)

@@ -46,9 +46,12 @@ def gcn_edge_weights(graph: CSRGraph, dtype: torch.dtype = torch.float32) -> Ten
     per_dtype = _WEIGHTS.setdefault(graph, {})
     weights = per_dtype.get(dtype)
     if weights is None:
-        deg = graph.rowptr.diff().to(dtype)  # in-degree of each target, self-loop included
-        inv_sqrt = deg.pow(-0.5).masked_fill(deg == 0, 0.0)
-        weights = (inv_sqrt[graph.row] * inv_sqrt[graph.col]).unsqueeze(1)
+        # Outside inference mode, as the graph itself: weights first made under torch.inference_mode (an
+        # evaluation, a diagnostic) would be inference tensors, which a later training forward cannot save.
+        with torch.inference_mode(False):
+            deg = graph.rowptr.diff().to(dtype)  # in-degree of each target, self-loop included
+            inv_sqrt = deg.pow(-0.5).masked_fill(deg == 0, 0.0)
+            weights = (inv_sqrt[graph.row] * inv_sqrt[graph.col]).unsqueeze(1)
         per_dtype[dtype] = weights
     return weights
 
