@@ -15,8 +15,8 @@ sum is one sparse-matrix product (:func:`~lipgnn.nn.fused.sparse.csr_spmm`, MKL 
 on PubMed, forward + backward, took 13–22 ms against PyG's 68–77 ms (``docs/performance.md``).
 
 Self-loops: ``gcn_norm`` adds the *remaining* self-loops, which without edge weights is exactly what the CSR
-graph does (existing self-loops removed, one per node added), so the degrees and weights are the same; parallel
-edges count once each on both paths. Inputs the CSR path does not cover (edge weights, a sparse adjacency,
+graph does (existing self-loops removed, one per node added), so the degrees and weights are the same; every
+copy of a parallel edge counts, on both paths. Inputs the CSR path does not cover (edge weights, a sparse adjacency,
 ``normalize=False``, ``improved=True``, ``add_self_loops=False``, ``cached=True``) go to PyG's own forward.
 The layer is a drop-in subclass: same constructor, parameters and ``state_dict``; results equal PyG's within
 float rounding (``tests/test_fused_gcn.py``).
