@@ -180,6 +180,13 @@ def test_impl_auto_is_fused_for_attention_models_and_gcn_on_cpu_only(name: str, 
         resolve_impl("fast", name, device)
 
 
+def test_the_builder_and_the_validator_agree_on_the_fused_models() -> None:
+    from lipgnn.config_schema import FUSED_MODELS as VALIDATED
+    from lipgnn.models.builder import FUSED_MODELS
+
+    assert FUSED_MODELS == VALIDATED
+
+
 def test_shipped_attention_models_default_to_auto_and_build_the_fused_layers() -> None:
     from lipgnn.nn.fused import FusedLipGATConv, FusedLipTransformerConv
 

@@ -59,10 +59,10 @@ from lipgnn.models.san import SANBlock
 
 MODEL_NAMES: tuple[str, ...] = ("gcn", "ggnn", "gin", "gat", "gt", "gcnii")
 ATTENTION_MODELS: tuple[str, ...] = ("gat", "gt")
-#: Models whose layers have a fused (CSR) implementation besides the attention models and SAN.
-FUSED_PLAIN_MODELS: tuple[str, ...] = ("gcn",)
 #: Guan & He's self-attention GNN (:mod:`lipgnn.models.san`): its own block, norm none | lip only.
 SAN_NAME = "san"
+#: Models with a fused (CSR) implementation (the config validator's ``FUSED_MODELS``, tested equal).
+FUSED_MODELS: tuple[str, ...] = (*ATTENTION_MODELS, SAN_NAME, "gcn")
 ALL_MODEL_NAMES: tuple[str, ...] = (*MODEL_NAMES, SAN_NAME)
 #: Models whose attention heads nonlocal message passing can scale (``model.nonlocal``).
 NONLOCAL_MODELS: tuple[str, ...] = ("gat", "gt", SAN_NAME)
@@ -148,8 +148,7 @@ def resolve_impl(impl: str, name: str, device: torch.device | str | None = None)
     if impl != "auto":
         return impl
     on_cpu = device is None or torch.device(device).type == "cpu"
-    fused = name in ATTENTION_MODELS or name in FUSED_PLAIN_MODELS or name == SAN_NAME
-    return "fused" if on_cpu and fused else "pyg"
+    return "fused" if on_cpu and name in FUSED_MODELS else "pyg"
 
 
 def attention_conv_classes(impl: str) -> tuple[type[nn.Module], type[nn.Module]]:
@@ -267,9 +266,9 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
             f"norm=lip needs an attention model ({', '.join(ATTENTION_MODELS)}); "
             f"model={name} has no attention scores to normalize"
         )
-    if impl == "fused" and name not in (*ATTENTION_MODELS, *FUSED_PLAIN_MODELS):
+    if impl == "fused" and name not in FUSED_MODELS:
         raise ConfigError(
-            f"model.impl=fused exists only for {', '.join((*ATTENTION_MODELS, SAN_NAME, *FUSED_PLAIN_MODELS))}; "
+            f"model.impl=fused exists only for {', '.join(FUSED_MODELS)}; "
             f"use model.impl=pyg for model={name}"
         )
 

@@ -66,11 +66,11 @@ class FusedGCNConv(GCNConv):
     def _csr_path(self, x: object, edge_index: object, edge_weight: object) -> bool:
         if edge_weight is not None or not isinstance(x, Tensor) or x.dim() != 2 or not x.is_floating_point():
             return False
-        if not (self.normalize and self.add_self_loops and not self.improved and not self.cached):
+        if not (self.normalize and self.add_self_loops and not self.improved and not self.cached
+                and self.flow == "source_to_target"):
             return False
-        if isinstance(edge_index, CSRGraph):
-            return True
-        return isinstance(edge_index, Tensor) and edge_index.layout == torch.strided and self.flow == "source_to_target"
+        return isinstance(edge_index, CSRGraph) or (isinstance(edge_index, Tensor)
+                                                    and edge_index.layout == torch.strided)
 
     def forward(self, x: Tensor, edge_index: Tensor | CSRGraph,  # type: ignore[override]
                 edge_weight: Tensor | None = None) -> Tensor:
