@@ -63,6 +63,20 @@ def assert_modes_agree(fn, *inputs: torch.Tensor) -> None:
         torch.testing.assert_close(a, b)
 
 
+def count_heads(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
+    """Spy on ``kernels.<name>``: the list that collects the head count (``size(1)`` of the first
+    argument) of every call."""
+    calls: list[int] = []
+    original = getattr(kernels, name)
+
+    def spy(*args, **kw):
+        calls.append(args[0].size(1))
+        return original(*args, **kw)
+
+    monkeypatch.setattr(kernels, name, spy)
+    return calls
+
+
 def test_available_follows_dtype_device_and_switches(monkeypatch: pytest.MonkeyPatch) -> None:
     x = torch.zeros(2, 2)
     assert kernels.available(x, x.double()) is False  # mixed dtypes
@@ -261,14 +275,7 @@ def test_multi_head_spmm_matches_the_per_head_products(heads: int, width: int, d
     gen = torch.Generator().manual_seed(heads * 10 + width)
     values = torch.rand(g.num_edges, heads, generator=gen, dtype=dtype)
     x = torch.randn(8, heads, width, generator=gen, dtype=dtype)
-    calls: list[int] = []
-    original = kernels.spmm_heads
-
-    def spy(*args, **kw):
-        calls.append(args[0].size(1))
-        return original(*args, **kw)
-
-    monkeypatch.setattr(kernels, "spmm_heads", spy)
+    calls = count_heads(monkeypatch, "spmm_heads")
     assert_modes_agree(lambda v, h: csr_spmm(v, h, g), values, x)
     assert calls == [heads, heads]  # the forward and the transposed product of the backward
     out = csr_spmm(values, x, g)
@@ -281,3 +288,30 @@ def test_multi_head_spmm_matches_the_per_head_products(heads: int, width: int, d
     calls.clear()
     csr_spmm(values[:, :1], x[:, :1], g)
     assert calls == []
+
+
+@pytest.mark.parametrize("heads", [1, 3])
+@pytest.mark.parametrize("bound", [None, 2.0])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_multi_head_row_softmax_matches_pyg_and_the_eager_path(heads: int, bound: float | None, dtype: torch.dtype,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Several heads take one compiled pass per CSR row (forward and backward): values equal PyG's
+    ``softmax`` (with the row maximum or the constant shift), gradients equal the eager path's, rows sum to
+    one, and one head keeps the 1-D passes."""
+    from torch_geometric.utils import softmax as pyg_softmax
+
+    from lipgnn.nn.fused.sparse import csr_softmax
+
+    g = graph_with_ties_and_empty_rows()
+    gen = torch.Generator().manual_seed(heads)
+    scores = (torch.rand(g.num_edges, heads, generator=gen, dtype=dtype) * 4 - 2)
+    scores[1] = scores[0]  # a tie inside row 0
+    calls = count_heads(monkeypatch, "row_softmax")
+    assert_modes_agree(lambda s: csr_softmax(s, g, bound), scores)
+    assert calls == ([heads] if heads > 1 else [])
+    p = csr_softmax(scores, g, bound)
+    torch.testing.assert_close(p, pyg_softmax(scores, g.row, num_nodes=g.num_dst))
+    sums = torch.zeros(g.num_dst, heads, dtype=dtype).index_add_(0, g.row, p)
+    torch.testing.assert_close(sums[:6], torch.ones(6, heads, dtype=dtype))
+    if dtype == torch.float64:
+        assert torch.autograd.gradcheck(lambda s: csr_softmax(s, g, bound), (scores.detach().requires_grad_(),))
