@@ -4,20 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from plain_fused import assert_fused_model_loads_and_equals_pyg, awkward_graph, count_spmm, models_by_impl
 from torch_geometric.nn import GCNConv
 
-from lipgnn.data.spec import DataSpec
-from lipgnn.models import build_model
 from lipgnn.nn.fused import FusedGCNConv, get_csr_graph, kernels
 from lipgnn.nn.fused.gcn_conv import gcn_edge_weights
-
-
-def awkward_graph() -> torch.Tensor:
-    """Self-loops already present (one node twice), a parallel edge, an isolated node (7), a node with
-    out-edges only (6)."""
-    src = torch.tensor([0, 1, 2, 2, 3, 4, 5, 5, 1, 0, 3, 3, 4, 6, 1, 2, 2])
-    dst = torch.tensor([0, 0, 0, 1, 1, 1, 2, 3, 3, 3, 4, 4, 4, 5, 1, 2, 2])
-    return torch.stack([src, dst])
 
 
 def pair(in_ch: int = 5, out_ch: int = 4, seed: int = 0, **kw) -> tuple[GCNConv, FusedGCNConv]:
@@ -73,9 +64,7 @@ def test_fused_gcn_equals_pyg_values_and_gradients(mode: str, dtype: torch.dtype
 def test_fused_gcn_takes_the_csr_path_and_falls_back_where_pyg_options_differ(monkeypatch) -> None:
     import lipgnn.nn.fused.gcn_conv as module
 
-    calls: list[int] = []
-    original = module.csr_spmm
-    monkeypatch.setattr(module, "csr_spmm", lambda *a: calls.append(1) or original(*a))
+    calls = count_spmm(monkeypatch, module)
     ei, x = awkward_graph(), torch.randn(8, 5)
     _, fused = pair()
     fused(x, ei)
@@ -91,22 +80,10 @@ def test_fused_gcn_takes_the_csr_path_and_falls_back_where_pyg_options_differ(mo
 
 
 def test_models_build_the_fused_gcn_with_the_same_state_dict() -> None:
-    from omegaconf import OmegaConf
 
-    spec = DataSpec(num_features=6, num_classes=3)
-    nets = {}
-    for impl in ("pyg", "fused"):
-        cfg = OmegaConf.create({"name": "gcn", "hidden": 8, "dropout": 0.0, "impl": impl})
-        torch.manual_seed(0)
-        nets[impl] = build_model(cfg, OmegaConf.create({"name": "none"}), spec, 3)
-    convs = [b.conv for b in nets["fused"].blocks]
-    assert all(type(c) is FusedGCNConv for c in convs)
-    assert nets["pyg"].state_dict().keys() == nets["fused"].state_dict().keys()
-    nets["fused"].load_state_dict(nets["pyg"].state_dict())
-    x, ei = torch.randn(8, 6), awkward_graph()
-    for net in nets.values():
-        net.eval()
-    torch.testing.assert_close(nets["fused"](x, ei), nets["pyg"](x, ei), atol=1e-5, rtol=1e-5)
+    nets = models_by_impl("gcn")
+    assert all(type(b.conv) is FusedGCNConv for b in nets["fused"].blocks)
+    assert_fused_model_loads_and_equals_pyg(nets)
 
 
 def test_a_graph_first_seen_under_inference_mode_still_trains() -> None:

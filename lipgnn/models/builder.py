@@ -62,7 +62,7 @@ ATTENTION_MODELS: tuple[str, ...] = ("gat", "gt")
 #: Guan & He's self-attention GNN (:mod:`lipgnn.models.san`): its own block, norm none | lip only.
 SAN_NAME = "san"
 #: Models with a fused (CSR) implementation (the config validator's ``FUSED_MODELS``, tested equal).
-FUSED_MODELS: tuple[str, ...] = (*ATTENTION_MODELS, SAN_NAME, "gcn")
+FUSED_MODELS: tuple[str, ...] = (*ATTENTION_MODELS, SAN_NAME, "gcn", "ggnn")
 ALL_MODEL_NAMES: tuple[str, ...] = (*MODEL_NAMES, SAN_NAME)
 #: Models whose attention heads nonlocal message passing can scale (``model.nonlocal``).
 NONLOCAL_MODELS: tuple[str, ...] = ("gat", "gt", SAN_NAME)
@@ -321,8 +321,14 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
         def make_conv(layer: int) -> tuple[nn.Module, str]:
             return gcn_cls(hidden, hidden), "plain"
     elif name == "ggnn":
+        ggnn_cls: type[nn.Module] = GatedGraphConv
+        if impl == "fused":
+            from lipgnn.nn.fused import FusedGatedGraphConv  # the message sum as one CSR product, a compiled GRU
+
+            ggnn_cls = FusedGatedGraphConv
+
         def make_conv(layer: int) -> tuple[nn.Module, str]:
-            return GatedGraphConv(hidden, num_layers=1), "plain"
+            return ggnn_cls(hidden, num_layers=1), "plain"
     elif name == "gin":
         def make_conv(layer: int) -> tuple[nn.Module, str]:
             # Alon & Yahav's TREES GIN (the only GIN experiment): Linear-BN-ReLU-Linear-BN-ReLU;

@@ -25,6 +25,8 @@ Layout (one job per module, as PyG splits ``torch_geometric.nn.conv`` from ``tor
                             in the module that calls it (CUDA, or ``LIPGNN_KERNELS=eager``)
 ``gat_conv``                :class:`FusedLipGATConv`
 ``gcn_conv``                :class:`FusedGCNConv` (GCN's normalised propagation as one CSR product)
+``gated_graph_conv``        :class:`FusedGatedGraphConv` (GGNN: the message sum as one CSR product)
+``gru``                     GGNN's GRU cell as one compiled loop each way around its gate GEMMs
 ``transformer_conv``        :class:`FusedLipTransformerConv`
 ``san``, ``san_kernels``    the SAN block's attention (all heads, the nonlocal energy) as one operation
                             and its compiled loops (``model=san``)
@@ -39,6 +41,7 @@ from lipgnn.nn.fused import kernels
 from lipgnn.nn.fused.activation import ELU
 from lipgnn.nn.fused.dropout import dropout
 from lipgnn.nn.fused.gat_conv import FusedLipGATConv
+from lipgnn.nn.fused.gated_graph_conv import FusedGatedGraphConv
 from lipgnn.nn.fused.gcn_conv import FusedGCNConv
 from lipgnn.nn.fused.graph import CSRGraph, clear_csr_cache, get_csr_graph
 from lipgnn.nn.fused.lipschitz_csr import (
@@ -69,6 +72,7 @@ __all__ = [
     "CSRGraph",
     "ELU",
     "FusedGCNConv",
+    "FusedGatedGraphConv",
     "FusedLipGATConv",
     "FusedLipTransformerConv",
     "add_sq_norm_grad_",

@@ -10,7 +10,7 @@ from torch import Tensor
 
 from lipgnn.nn.fused.graph import CSRGraph
 
-__all__ = ["CSRHeads", "fallback_reason", "finish_heads"]
+__all__ = ["CSRHeads", "fallback_reason", "finish_heads", "plain_csr_input", "reference_forward"]
 
 
 class CSRHeads(NamedTuple):
@@ -47,3 +47,19 @@ def fallback_reason(x: object, edge_index: object, size: object, return_attentio
     if return_attention_weights is not None:
         return "return_attention_weights"
     return None
+
+
+def plain_csr_input(x: object, edge_index: object, edge_weight: object) -> bool:
+    """Whether a plain (non-attention) fused layer's CSR path takes this input: one 2-D floating ``x``, no edge
+    weights, and an ``edge_index`` tensor or a prebuilt :class:`CSRGraph`."""
+    if edge_weight is not None or not isinstance(x, Tensor) or x.dim() != 2 or not x.is_floating_point():
+        return False
+    return isinstance(edge_index, CSRGraph) or (isinstance(edge_index, Tensor) and edge_index.layout == torch.strided)
+
+
+def reference_forward(forward, x: Tensor, edge_index: object, edge_weight: Tensor | None, name: str) -> Tensor:
+    """The PyG parent's ``forward`` for an input the CSR path does not take (a :class:`CSRGraph` has no other
+    path: an error naming the layer ``name``)."""
+    if isinstance(edge_index, CSRGraph):
+        raise ValueError(f"a CSRGraph edge_index needs {name}'s defaults and no edge weights")
+    return forward(x, edge_index, edge_weight)

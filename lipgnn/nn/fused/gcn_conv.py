@@ -30,6 +30,7 @@ import torch
 from torch import Tensor
 from torch_geometric.nn import GCNConv
 
+from lipgnn.nn.fused.base import plain_csr_input, reference_forward
 from lipgnn.nn.fused.dropout import dropout
 from lipgnn.nn.fused.graph import CSRGraph, resolve_graph
 from lipgnn.nn.fused.sparse import csr_spmm
@@ -63,21 +64,15 @@ class FusedGCNConv(GCNConv):
     #: equal in distribution to ``F.dropout`` and several times faster on CPU.
     feature_dropout = staticmethod(dropout)
 
-    def _csr_path(self, x: object, edge_index: object, edge_weight: object) -> bool:
-        if edge_weight is not None or not isinstance(x, Tensor) or x.dim() != 2 or not x.is_floating_point():
-            return False
-        if not (self.normalize and self.add_self_loops and not self.improved and not self.cached
-                and self.flow == "source_to_target"):
-            return False
-        return isinstance(edge_index, CSRGraph) or (isinstance(edge_index, Tensor)
-                                                    and edge_index.layout == torch.strided)
+    def _pyg_defaults(self) -> bool:
+        """The options under which GCNConv's propagation is the cached normalised CSR product."""
+        return bool(self.normalize and self.add_self_loops and not self.improved and not self.cached
+                    and self.flow == "source_to_target")
 
     def forward(self, x: Tensor, edge_index: Tensor | CSRGraph,  # type: ignore[override]
                 edge_weight: Tensor | None = None) -> Tensor:
-        if not self._csr_path(x, edge_index, edge_weight):
-            if isinstance(edge_index, CSRGraph):
-                raise ValueError("a CSRGraph edge_index needs GCNConv's defaults and no edge weights")
-            return super().forward(x, edge_index, edge_weight)
+        if not (self._pyg_defaults() and plain_csr_input(x, edge_index, edge_weight)):
+            return reference_forward(super().forward, x, edge_index, edge_weight, "GCNConv")
         graph = resolve_graph(edge_index, x.size(0), True)
         h = self.lin(x)
         out = csr_spmm(gcn_edge_weights(graph, h.dtype), h.unsqueeze(1), graph).squeeze(1)
