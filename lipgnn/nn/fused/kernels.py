@@ -131,6 +131,10 @@ if numba is not None:
     # Reassociated sums and fused multiply-adds let LLVM vectorise the reductions; no "no NaN/inf"
     # assumptions, so a diverging run still shows its NaN (the trainer stops on it).
     _jit_fast = numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
+    # numba's default (Python) error model checks every float division for a zero divisor, to raise
+    # ZeroDivisionError, and that branch keeps LLVM from vectorising the loop; loops whose divisors cannot
+    # be zero take numpy's model (IEEE results, no check).
+    _jit_fast_div = numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"}, error_model="numpy")
 
     # Loops over edges keep the head loop outermost: with the per-edge head loop innermost, rows of
     # ~5 edges and one head spend most of their time in loop overhead (measured 3-4x slower).
@@ -480,7 +484,7 @@ if numba is not None:
     # only: sigmoid and tanh use the Cephes exp of _bias_elu on -|a| (always <= 0): sigmoid(a) = 1 / (1 + e)
     # for a > 0, e / (1 + e) otherwise, with e = exp(-|a|); tanh(a) = sign(a) (1 - e) / (1 + e), e = exp(-2|a|).
 
-    @_jit_fast
+    @_jit_fast_div  # divisors 1 + e >= 1
     def _gru_cell(gi, gh, h, out, saved, one):  # pragma: no cover - compiled
         n, c3 = gi.shape
         c_dim = c3 // 3
@@ -521,7 +525,7 @@ if numba is not None:
                 bits[c] = (np.int32(127) - kn) << np.int32(23)
             for c in range(c_dim):
                 e = pre[c_dim + c] * pow2[c]
-                pre[c_dim + c] = (one - e) / (one + e) if pre[c] > zero else (e - one) / (one + e)
+                pre[c_dim + c] = ((one - e) if pre[c] > zero else (e - one)) / (one + e)
             for c in range(c_dim):
                 nn = pre[c_dim + c]
                 out[i, c] = nn + gate[c_dim + c] * (h[i, c] - nn)
