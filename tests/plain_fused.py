@@ -25,8 +25,9 @@ def count_spmm(monkeypatch: pytest.MonkeyPatch, module: ModuleType) -> list[int]
     return calls
 
 
-def models_by_impl(name: str, impls: tuple[str, ...] = ("pyg", "fused")) -> dict[str, torch.nn.Module]:
-    """A 3-block model ``name`` (width 8, no dropout) per ``model.impl``, each built from seed 0."""
+def models_by_impl(name: str, impls: tuple[str, ...] = ("pyg", "fused"), norm: str = "none",
+                   ) -> dict[str, torch.nn.Module]:
+    """A 3-block model ``name`` (width 8, no dropout, ``norm``) per ``model.impl``, each built from seed 0."""
     from omegaconf import OmegaConf
 
     from lipgnn.data.spec import DataSpec
@@ -36,7 +37,7 @@ def models_by_impl(name: str, impls: tuple[str, ...] = ("pyg", "fused")) -> dict
     for impl in impls:
         cfg = OmegaConf.create({"name": name, "hidden": 8, "dropout": 0.0, "impl": impl})
         torch.manual_seed(0)
-        nets[impl] = build_model(cfg, OmegaConf.create({"name": "none"}), DataSpec(num_features=6, num_classes=3), 3)
+        nets[impl] = build_model(cfg, OmegaConf.create({"name": norm}), DataSpec(num_features=6, num_classes=3), 3)
     return nets
 
 

@@ -345,6 +345,11 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
     if norm == "pairnorm":
         pn_scale = float(_opt(norm_cfg, "scale", 1.0))
         pn_si = bool(_opt(norm_cfg, "scale_individually", False))
+        pair_norm_cls: type[nn.Module] = PairNorm
+        if impl == "fused":
+            from lipgnn.nn.fused import FusedPairNorm  # one autograd operation, compiled passes
+
+            pair_norm_cls = FusedPairNorm
     elif norm == "layernorm":
         ln_affine = bool(_opt(norm_cfg, "affine", True))
         ln_mode = _choice(_opt(norm_cfg, "mode", "graph"), LAYERNORM_MODES, "norm.mode")
@@ -370,7 +375,7 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
                 layer_norm=LayerNorm(hidden, affine=ln_affine, mode=ln_mode)
                 if norm == "layernorm" or lip_ln != "none" else None,
                 act=act_cls() if act_cls is not None and (act_on_last or not is_last) else None,
-                pair_norm=PairNorm(scale=pn_scale, scale_individually=pn_si) if norm == "pairnorm" else None,
+                pair_norm=pair_norm_cls(scale=pn_scale, scale_individually=pn_si) if norm == "pairnorm" else None,
                 residual=residual,
                 placement=placement,
                 block_norm=nn.LayerNorm(hidden) if placement != "none" else None,

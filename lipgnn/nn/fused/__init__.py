@@ -27,6 +27,7 @@ Layout (one job per module, as PyG splits ``torch_geometric.nn.conv`` from ``tor
 ``gcn_conv``                :class:`FusedGCNConv` (GCN's normalised propagation as one CSR product)
 ``gated_graph_conv``        :class:`FusedGatedGraphConv` (GGNN: the message sum as one CSR product)
 ``gru``                     GGNN's GRU cell as one compiled loop each way around its gate GEMMs
+``pair_norm``               :class:`FusedPairNorm` (PairNorm as one autograd operation, compiled passes)
 ``transformer_conv``        :class:`FusedLipTransformerConv`
 ``san``, ``san_kernels``    the SAN block's attention (all heads, the nonlocal energy) as one operation
                             and its compiled loops (``model=san``)
@@ -52,6 +53,7 @@ from lipgnn.nn.fused.lipschitz_csr import (
     transformer_scale_csr,
 )
 from lipgnn.nn.fused.norms import add_sq_norm_grad_, row_sq_norm, with_sq_norm
+from lipgnn.nn.fused.pair_norm import FusedPairNorm
 from lipgnn.nn.fused.sparse import (
     MAX_SHIFT_FREE_BOUND,
     csr_residual_energy,
@@ -73,6 +75,7 @@ __all__ = [
     "ELU",
     "FusedGCNConv",
     "FusedGatedGraphConv",
+    "FusedPairNorm",
     "FusedLipGATConv",
     "FusedLipTransformerConv",
     "add_sq_norm_grad_",

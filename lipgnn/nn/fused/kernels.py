@@ -29,6 +29,9 @@ places of :mod:`lipgnn.nn.fused` are chains of such passes that one loop does at
 - **GRU cell** (GGNN's update, :mod:`lipgnn.nn.fused.gru`): torch's CPU ``GRUCell`` runs the gates as about
   ten elementwise passes over ``[N, C]`` and ``[N, 3C]`` forward and more backward, with the gate
   gradients concatenated from chunks; here one loop each way between the two gate GEMMs.
+- **PairNorm** (:mod:`lipgnn.nn.fused.pair_norm`): PyG's version runs about eight elementwise operations
+  forward and more backward; on Fig. 5's small tree batches their per-operation cost dominated. Here one
+  pass of column sums and one output pass each way.
 - **SDDMM** (the attention weights' gradient in the SpMM backward, GT's ``q_i·k_j``): one dot product per
   CSR edge with the target row in cache, about half the time of torch's CPU ``sampled_addmm``.
 - **Sparse input features, transposed product** (:mod:`lipgnn.nn.fused.sparse_input`): the encoder's
@@ -73,6 +76,9 @@ __all__ = [
     "dropout_rows_",
     "bias_elu",
     "bias_elu_backward",
+    "centre_scale",
+    "col_sums_dot",
+    "col_sums_sq",
     "csr_t_matmul",
     "eq19_scale",
     "eq19_scale_backward",
@@ -85,6 +91,7 @@ __all__ = [
     "neighbour_max",
     "neighbour_max_backward",
     "neighbour_max_pair",
+    "pair_norm_backward",
     "row_scale",
     "row_scale_backward",
     "row_softmax",
@@ -559,6 +566,44 @@ if numba is not None:
             for c in range(c_dim):
                 d_gh[i, c2 + c] = d_gi[i, c2 + c] * saved[0, i, c]
 
+    # PairNorm (lipgnn.nn.fused.pair_norm): column sums of x and x² in float64 in one pass; the output and
+    # the backward are one pass each given per-column (and scalar) factors computed from those sums.
+
+    @_jit_fast
+    def _col_sums_sq(x, col_sum, col_sq):  # pragma: no cover - compiled
+        n, c_dim = x.shape
+        for i in range(n):
+            for c in range(c_dim):
+                v = np.float64(x[i, c])
+                col_sum[c] += v
+                col_sq[c] += v * v
+
+    @_jit_fast
+    def _centre_scale(x, mean, k, out):  # pragma: no cover - compiled
+        # out = (x - mean) k
+        n, c_dim = x.shape
+        for i in range(n):
+            for c in range(c_dim):
+                out[i, c] = (x[i, c] - mean[c]) * k
+
+    @_jit_fast
+    def _col_sums_dot(g, x, mean, g_sum, gx_sum):  # pragma: no cover - compiled
+        # g_sum[c] = Σ_i g[i, c], gx_sum[c] = Σ_i g[i, c] (x[i, c] - mean[c]), float64
+        n, c_dim = x.shape
+        for i in range(n):
+            for c in range(c_dim):
+                v = np.float64(g[i, c])
+                g_sum[c] += v
+                gx_sum[c] += v * (x[i, c] - mean[c])
+
+    @_jit_fast
+    def _pair_norm_bwd(g, x, mean, g_mean, k, q, out):  # pragma: no cover - compiled
+        # out = k (g - g_mean - (x - mean) q)
+        n, c_dim = x.shape
+        for i in range(n):
+            for c in range(c_dim):
+                out[i, c] = k * (g[i, c] - g_mean[c] - (x[i, c] - mean[c]) * q)
+
     @_jit
     def _eq19_scale(rowptr, q_sq, k_max, v_max, alpha, eps, scale, u_out, v_out, w_out):  # pragma: no cover
         n_dst, h_dim = scale.shape
@@ -693,6 +738,34 @@ def gru_cell_backward(grad: Tensor, h: Tensor, saved: Tensor) -> tuple[Tensor, T
     d_gi, d_gh, d_h = h.new_empty(n, 3 * c), h.new_empty(n, 3 * c), h.new_empty(n, c)
     _gru_cell_bwd(_np(grad), _np(h), _np(saved), d_gi.numpy(), d_gh.numpy(), d_h.numpy(), _zero(h) + 1)
     return d_gi, d_gh, d_h
+
+
+def col_sums_sq(x: Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """Column sums of ``x`` ``[N, C]`` and of its squares, in float64 (one pass)."""
+    col_sum, col_sq = np.zeros(x.size(1), np.float64), np.zeros(x.size(1), np.float64)
+    _col_sums_sq(_np(x), col_sum, col_sq)
+    return col_sum, col_sq
+
+
+def centre_scale(x: Tensor, mean: Tensor, k: float) -> Tensor:
+    """``(x − mean) · k`` (``mean`` per column) → a new tensor."""
+    out = x.new_empty(x.shape)
+    _centre_scale(_np(x), _np(mean), _zero(x) + k, out.numpy())
+    return out
+
+
+def col_sums_dot(g: Tensor, x: Tensor, mean: Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """Per column ``Σ_i g`` and ``Σ_i g (x − mean)``, in float64 (one pass)."""
+    g_sum, gx_sum = np.zeros(x.size(1), np.float64), np.zeros(x.size(1), np.float64)
+    _col_sums_dot(_np(g), _np(x), _np(mean), g_sum, gx_sum)
+    return g_sum, gx_sum
+
+
+def pair_norm_backward(g: Tensor, x: Tensor, mean: Tensor, g_mean: Tensor, k: float, q: float) -> Tensor:
+    """``k (g − g_mean − (x − mean) q)`` (``mean``, ``g_mean`` per column) → a new tensor."""
+    out = x.new_empty(x.shape)
+    _pair_norm_bwd(_np(g), _np(x), _np(mean), _np(g_mean), _zero(x) + k, _zero(x) + q, out.numpy())
+    return out
 
 
 def dropout_(x: Tensor, out: Tensor, seed: int, keep: float) -> Tensor:
