@@ -53,12 +53,19 @@ def test_fused_pair_norm_falls_back_where_pyg_options_differ() -> None:
         torch.testing.assert_close(FusedPairNorm()(x), PairNorm()(x))
 
 
-def test_pairnorm_models_use_it_on_the_fused_path_only() -> None:
-    nets = models_by_impl("gcn", ("pyg", "fused"), norm="pairnorm")
-    assert all(type(b.pair_norm) is FusedPairNorm for b in nets["fused"].blocks)
-    assert all(type(b.pair_norm) is PairNorm for b in nets["pyg"].blocks)
-    nets["fused"].load_state_dict(nets["pyg"].state_dict())
+@pytest.mark.parametrize("name", ["gcn", "gin"])
+def test_pairnorm_models_use_it_unless_impl_is_pyg(name: str) -> None:
+    """As the sparse-input encoder: ``auto`` and ``fused`` take it for any model (GIN, whose convolution has no
+    fused version, included), ``pyg`` keeps PyG's; the models agree."""
+    impls = ("pyg", "auto", "fused") if name == "gcn" else ("pyg", "auto")
+    nets = models_by_impl(name, impls, norm="pairnorm")
+    for impl in impls:
+        want = PairNorm if impl == "pyg" else FusedPairNorm
+        assert all(type(b.pair_norm) is want for b in nets[impl].blocks)
     x, ei = torch.randn(8, 6), awkward_graph()
-    for net in nets.values():
-        net.eval()
-    torch.testing.assert_close(nets["fused"](x, ei), nets["pyg"](x, ei), atol=1e-5, rtol=1e-5)
+    for impl in impls[1:]:
+        nets[impl].load_state_dict(nets["pyg"].state_dict())
+        nets[impl].eval()
+    nets["pyg"].eval()
+    for impl in impls[1:]:
+        torch.testing.assert_close(nets[impl](x, ei), nets["pyg"](x, ei), atol=1e-5, rtol=1e-5)

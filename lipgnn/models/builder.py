@@ -176,6 +176,17 @@ def input_linear_class(impl: str) -> type[nn.Linear]:
     return nn.Linear
 
 
+def pair_norm_class(impl: str) -> type[nn.Module]:
+    """``norm=pairnorm``'s module for the *requested* ``model.impl`` (any model, as the encoder above): ``auto``
+    and ``fused`` take :class:`~lipgnn.nn.fused.pair_norm.FusedPairNorm` (one autograd operation on CPU, PyG's
+    forward elsewhere), ``pyg`` the stock ``PairNorm``."""
+    if _choice(impl, IMPLS, "model.impl") != "pyg":
+        from lipgnn.nn.fused.pair_norm import FusedPairNorm
+
+        return FusedPairNorm
+    return PairNorm
+
+
 def _spec_fields(spec: Any) -> tuple[str, int, tuple[int, ...], int, int | None]:
     """(input, num_features, vocab_sizes, num_classes, edge_dim), validated, from a DataSpec-like."""
     input_kind = str(getattr(spec, "input", "dense"))
@@ -345,11 +356,7 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
     if norm == "pairnorm":
         pn_scale = float(_opt(norm_cfg, "scale", 1.0))
         pn_si = bool(_opt(norm_cfg, "scale_individually", False))
-        pair_norm_cls: type[nn.Module] = PairNorm
-        if impl == "fused":
-            from lipgnn.nn.fused import FusedPairNorm  # one autograd operation, compiled passes
-
-            pair_norm_cls = FusedPairNorm
+        pair_norm_cls = pair_norm_class(requested_impl)
     elif norm == "layernorm":
         ln_affine = bool(_opt(norm_cfg, "affine", True))
         ln_mode = _choice(_opt(norm_cfg, "mode", "graph"), LAYERNORM_MODES, "norm.mode")
