@@ -15,7 +15,7 @@ keeps :math:`r, z, n, g_{h,n}` for the backward, and one loop backward giving :m
 :math:`\partial g_h` and the direct part :math:`z \odot \partial h'` of :math:`\partial h`; the weight, bias
 and input gradients are then four GEMMs and two column sums. Why: torch's CPU cell runs about ten
 elementwise passes forward and backward and concatenates the gate gradients from chunks (Fig. 5's
-tree-depth-5 batches, ``[64512, 32]``: ~100 ms forward + backward against ~72 ms, ``docs/performance.md``).
+tree-depth-5 batches, ``[64512, 32]``: 115 ms forward + backward against 73 ms, ``docs/performance.md``).
 
 float32 on CPU only (the loop's exponentials are a float32 polynomial); other dtypes and devices, and
 ``LIPGNN_KERNELS=eager``, call the module itself. Equal to ``torch.nn.GRUCell`` within float rounding,
