@@ -21,7 +21,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 MODELS = ("gcn", "ggnn", "gin", "gat", "gt", "gcnii", "san")
 ATTENTION_MODELS = ("gat", "gt", "san")
 #: Models with a fused (CSR) implementation (``model.impl=fused``; ``auto`` picks it on CPU).
-FUSED_MODELS = ("gat", "gt", "san", "gcn", "ggnn")
+FUSED_MODELS = ("gat", "gt", "san", "gcn", "ggnn", "gin")
 NORMS = ("none", "pairnorm", "layernorm", "lip")
 DATASET_KINDS = ("planetoid", "trees", "ogb", "pyg")
 SPLITS = ("public", "random")

@@ -49,3 +49,11 @@ def assert_fused_model_loads_and_equals_pyg(nets: dict[str, torch.nn.Module]) ->
     for net in nets.values():
         net.eval()
     torch.testing.assert_close(nets["fused"](x, ei), nets["pyg"](x, ei), atol=1e-5, rtol=1e-5)
+
+
+def assert_layer_classes(nets: dict[str, torch.nn.Module], fused_cls: type, pyg_cls: type) -> None:
+    """Every block's conv is ``pyg_cls`` for ``model.impl=pyg`` and ``fused_cls`` for ``fused`` and ``auto``
+    (CPU) where built."""
+    for impl, net in nets.items():
+        want = pyg_cls if impl == "pyg" else fused_cls
+        assert all(type(b.conv) is want for b in net.blocks), impl

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from plain_fused import assert_fused_model_loads_and_equals_pyg, awkward_graph, count_spmm, models_by_impl
+from plain_fused import (
+    assert_fused_model_loads_and_equals_pyg,
+    assert_layer_classes,
+    awkward_graph,
+    count_spmm,
+    models_by_impl,
+)
 from torch_geometric.nn import GatedGraphConv
 
 from lipgnn.nn.fused import FusedGatedGraphConv, kernels
@@ -125,9 +131,7 @@ def test_fused_ggnn_takes_the_csr_path_and_falls_back_where_pyg_options_differ(m
 
 def test_models_build_the_fused_ggnn_with_the_same_state_dict() -> None:
     nets = models_by_impl("ggnn", ("pyg", "fused", "auto"))
-    assert all(type(b.conv) is FusedGatedGraphConv for b in nets["fused"].blocks)
-    assert all(type(b.conv) is FusedGatedGraphConv for b in nets["auto"].blocks)  # auto: fused on CPU
-    assert all(type(b.conv) is GatedGraphConv for b in nets["pyg"].blocks)
+    assert_layer_classes(nets, FusedGatedGraphConv, GatedGraphConv)  # auto: fused on CPU
     assert_fused_model_loads_and_equals_pyg(nets)
 
 

@@ -109,8 +109,9 @@ def test_config_errors() -> None:
         build_model(model_cfg("gat"), norm_cfg("none", name="batchnorm"), spec, 2)
     with pytest.raises(ConfigError, match=r"not divisible by model.heads=3"):
         build_model(model_cfg("gat", heads=3), norm_cfg("none"), spec, 2)
-    with pytest.raises(ConfigError, match=r"impl=fused exists only for gat, gt, san, gcn, ggnn; use model.impl=pyg"):
-        build_model(model_cfg("gin", impl="fused"), norm_cfg("none"), spec, 2)
+    with pytest.raises(ConfigError,
+                       match=r"impl=fused exists only for gat, gt, san, gcn, ggnn, gin; use model.impl=pyg"):
+        build_model(model_cfg("gcnii", impl="fused"), norm_cfg("none"), spec, 2)
     with pytest.raises(ConfigError, match=r"norm.formula=exact is unknown"):
         build_model(model_cfg("gat"), norm_cfg("lip", formula="exact"), spec, 2)
     with pytest.raises(ConfigError, match=r"norm.mode=batch is unknown"):
@@ -170,10 +171,11 @@ def test_dropouts_and_options_are_wired() -> None:
 
 @pytest.mark.parametrize("name, device, expected", [
     ("gat", None, "fused"), ("gt", "cpu", "fused"), ("san", torch.device("cpu"), "fused"),
-    ("gat", "cuda", "pyg"), ("gcn", "cpu", "fused"), ("gcn", "cuda", "pyg"), ("gin", None, "pyg"),
+    ("gat", "cuda", "pyg"), ("gcn", "cpu", "fused"), ("gcn", "cuda", "pyg"),
+    ("gin", None, "fused"), ("gin", "cuda", "pyg"),
     ("ggnn", "cpu", "fused"), ("ggnn", "cuda", "pyg"), ("gcnii", "cpu", "pyg"),
 ])
-def test_impl_auto_is_fused_for_attention_models_gcn_and_ggnn_on_cpu_only(name: str, device, expected: str) -> None:
+def test_impl_auto_is_fused_on_cpu_for_the_models_that_have_it(name: str, device, expected: str) -> None:
     assert resolve_impl("auto", name, device) == expected
     assert resolve_impl("pyg", name, device) == "pyg"
     with pytest.raises(ConfigError, match="model.impl=fast is unknown"):

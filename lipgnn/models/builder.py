@@ -30,10 +30,11 @@ GAT/GT always use the Lip classes: with ``norm != lip`` they are built with ``li
 (then equal to PyG's ``GATConv``/``TransformerConv``), so checkpoints keep the same state-dict keys
 whichever norm they were trained with.
 
-``model.impl=auto`` (the shipped default) builds an attention model's (and GCN's) layers ``fused`` on CPU and
+``model.impl=auto`` (the shipped default) builds the layers of every model in ``FUSED_MODELS`` ``fused`` on CPU and
 ``pyg`` elsewhere (:func:`resolve_impl`: the fused path's speed comes from compiled CPU loops, and
 its CUDA twins have not been measured against PyG's CUDA kernels), and gives every model the
-sparse-feature encoder (:func:`input_linear_class`); ``pyg`` is stock throughout. The classes are chosen in one place,
+sparse-feature encoder (:func:`input_linear_class`) and PairNorm (:func:`pair_norm_class`); ``pyg`` is stock
+throughout. The classes are chosen in one place,
 :func:`attention_conv_classes`: ``pyg`` → ``lipgnn.nn``; ``fused`` → ``lipgnn.nn.fused`` (imported
 lazily), which must provide ``FusedLipGATConv`` and ``FusedLipTransformerConv`` with the constructors
 of ``LipGATConv`` / ``LipTransformerConv``, and the ELU those blocks use (``lipgnn.nn.fused.ELU``: the
@@ -62,7 +63,7 @@ ATTENTION_MODELS: tuple[str, ...] = ("gat", "gt")
 #: Guan & He's self-attention GNN (:mod:`lipgnn.models.san`): its own block, norm none | lip only.
 SAN_NAME = "san"
 #: Models with a fused (CSR) implementation (the config validator's ``FUSED_MODELS``, tested equal).
-FUSED_MODELS: tuple[str, ...] = (*ATTENTION_MODELS, SAN_NAME, "gcn", "ggnn")
+FUSED_MODELS: tuple[str, ...] = (*ATTENTION_MODELS, SAN_NAME, "gcn", "ggnn", "gin")
 ALL_MODEL_NAMES: tuple[str, ...] = (*MODEL_NAMES, SAN_NAME)
 #: Models whose attention heads nonlocal message passing can scale (``model.nonlocal``).
 NONLOCAL_MODELS: tuple[str, ...] = ("gat", "gt", SAN_NAME)
@@ -142,7 +143,7 @@ def _nonlocal_options(model_cfg: Any, name: str, aggregation: str) -> NonlocalSc
 
 
 def resolve_impl(impl: str, name: str, device: torch.device | str | None = None) -> str:
-    """``model.impl`` as built: ``auto`` is ``fused`` for an attention model on CPU (``device`` None
+    """``model.impl`` as built: ``auto`` is ``fused`` for a model in ``FUSED_MODELS`` on CPU (``device`` None
     counts as CPU), else ``pyg``; ``pyg`` and ``fused`` are themselves."""
     impl = _choice(impl, IMPLS, "model.impl")
     if impl != "auto":
@@ -341,10 +342,16 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
         def make_conv(layer: int) -> tuple[nn.Module, str]:
             return ggnn_cls(hidden, num_layers=1), "plain"
     elif name == "gin":
+        gin_cls: type[nn.Module] = GINConv
+        if impl == "fused":
+            from lipgnn.nn.fused import FusedGINConv  # the neighbour sum as one CSR product
+
+            gin_cls = FusedGINConv
+
         def make_conv(layer: int) -> tuple[nn.Module, str]:
             # Alon & Yahav's TREES GIN (the only GIN experiment): Linear-BN-ReLU-Linear-BN-ReLU;
             # plain_last=False puts BatchNorm and ReLU after the second Linear too.
-            return GINConv(MLP([hidden, hidden, hidden], norm="batch_norm", plain_last=False)), "plain"
+            return gin_cls(MLP([hidden, hidden, hidden], norm="batch_norm", plain_last=False)), "plain"
     else:  # gcnii
         gcnii_alpha = float(_opt(model_cfg, "gcnii_alpha", 0.1))
         gcnii_theta = float(_opt(model_cfg, "gcnii_theta", 0.5))

@@ -26,6 +26,7 @@ Layout (one job per module, as PyG splits ``torch_geometric.nn.conv`` from ``tor
 ``gat_conv``                :class:`FusedLipGATConv`
 ``gcn_conv``                :class:`FusedGCNConv` (GCN's normalised propagation as one CSR product)
 ``gated_graph_conv``        :class:`FusedGatedGraphConv` (GGNN: the message sum as one CSR product)
+``gin_conv``                :class:`FusedGINConv` (GIN: the neighbour sum as one CSR product)
 ``gru``                     GGNN's GRU cell as one compiled loop each way around its gate GEMMs
 ``pair_norm``               :class:`FusedPairNorm` (PairNorm as one autograd operation, compiled passes)
 ``transformer_conv``        :class:`FusedLipTransformerConv`
@@ -44,6 +45,7 @@ from lipgnn.nn.fused.dropout import dropout
 from lipgnn.nn.fused.gat_conv import FusedLipGATConv
 from lipgnn.nn.fused.gated_graph_conv import FusedGatedGraphConv
 from lipgnn.nn.fused.gcn_conv import FusedGCNConv
+from lipgnn.nn.fused.gin_conv import FusedGINConv
 from lipgnn.nn.fused.graph import CSRGraph, clear_csr_cache, get_csr_graph
 from lipgnn.nn.fused.lipschitz_csr import (
     gat_denominator_csr,
@@ -75,6 +77,7 @@ __all__ = [
     "ELU",
     "FusedGCNConv",
     "FusedGatedGraphConv",
+    "FusedGINConv",
     "FusedPairNorm",
     "FusedLipGATConv",
     "FusedLipTransformerConv",

@@ -57,9 +57,10 @@ def plain_csr_input(x: object, edge_index: object, edge_weight: object) -> bool:
     return isinstance(edge_index, CSRGraph) or (isinstance(edge_index, Tensor) and edge_index.layout == torch.strided)
 
 
-def reference_forward(forward, x: Tensor, edge_index: object, edge_weight: Tensor | None, name: str) -> Tensor:
-    """The PyG parent's ``forward`` for an input the CSR path does not take (a :class:`CSRGraph` has no other
-    path: an error naming the layer ``name``)."""
+def reference_forward(forward, x: Tensor, edge_index: object, extra: object, name: str) -> Tensor:
+    """The PyG parent's ``forward(x, edge_index, extra)`` (``extra``: its third argument, edge weights or
+    ``size``) for an input the CSR path does not take (a :class:`CSRGraph` has no other path: an error naming
+    the layer ``name``)."""
     if isinstance(edge_index, CSRGraph):
         raise ValueError(f"a CSRGraph edge_index needs {name}'s defaults and no edge weights")
-    return forward(x, edge_index, edge_weight)
+    return forward(x, edge_index, extra)

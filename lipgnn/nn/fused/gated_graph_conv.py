@@ -30,13 +30,14 @@ from lipgnn.nn.fused.graph import CSRGraph, resolve_graph
 from lipgnn.nn.fused.gru import gru_cell
 from lipgnn.nn.fused.sparse import csr_spmm
 
-__all__ = ["FusedGatedGraphConv"]
+__all__ = ["FusedGatedGraphConv", "unit_edge_weights"]
 
 # graph -> {dtype: [E, 1] ones}; dropped with the graph
 _ONES: weakref.WeakKeyDictionary[CSRGraph, dict[torch.dtype, Tensor]] = weakref.WeakKeyDictionary()
 
 
-def _ones(graph: CSRGraph, dtype: torch.dtype) -> Tensor:
+def unit_edge_weights(graph: CSRGraph, dtype: torch.dtype) -> Tensor:
+    """``[E, 1]`` ones: the values of ``graph``'s 0/1 CSR matrix (plain neighbour sums); cached per graph and dtype."""
     per_dtype = _ONES.setdefault(graph, {})
     ones = per_dtype.get(dtype)
     if ones is None:
@@ -66,7 +67,7 @@ class FusedGatedGraphConv(GatedGraphConv):
         if x.size(-1) < self.out_channels:
             x = torch.cat([x, x.new_zeros(x.size(0), self.out_channels - x.size(-1))], dim=1)
         graph = resolve_graph(edge_index, x.size(0), False)
-        ones = _ones(graph, x.dtype)
+        ones = unit_edge_weights(graph, x.dtype)
         for i in range(self.num_layers):
             m = csr_spmm(ones, (x @ self.weight[i]).unsqueeze(1), graph).squeeze(1)
             x = gru_cell(m, x, self.rnn)
