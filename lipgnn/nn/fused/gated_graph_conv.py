@@ -18,35 +18,17 @@ parameters and ``state_dict``; results equal PyG's within float rounding (``test
 
 from __future__ import annotations
 
-import weakref
-
 import torch
 from torch import Tensor
 from torch_geometric.nn import GatedGraphConv
 
 from lipgnn.nn.fused.base import plain_csr_input, reference_forward
 from lipgnn.nn.fused.dropout import dropout
-from lipgnn.nn.fused.graph import CSRGraph, resolve_graph
+from lipgnn.nn.fused.graph import CSRGraph, resolve_graph, unit_edge_weights
 from lipgnn.nn.fused.gru import gru_cell
 from lipgnn.nn.fused.sparse import csr_spmm
 
-__all__ = ["FusedGatedGraphConv", "unit_edge_weights"]
-
-# graph -> {dtype: [E, 1] ones}; dropped with the graph
-_ONES: weakref.WeakKeyDictionary[CSRGraph, dict[torch.dtype, Tensor]] = weakref.WeakKeyDictionary()
-
-
-def unit_edge_weights(graph: CSRGraph, dtype: torch.dtype) -> Tensor:
-    """``[E, 1]`` ones: the values of ``graph``'s 0/1 CSR matrix (plain neighbour sums); cached per graph and dtype."""
-    per_dtype = _ONES.setdefault(graph, {})
-    ones = per_dtype.get(dtype)
-    if ones is None:
-        # Outside inference mode (see gcn_conv.gcn_edge_weights): a later training forward saves it.
-        with torch.inference_mode(False):
-            ones = torch.ones(graph.num_edges, 1, dtype=dtype, device=graph.row.device)
-        per_dtype[dtype] = ones
-    return ones
-
+__all__ = ["FusedGatedGraphConv"]
 
 class FusedGatedGraphConv(GatedGraphConv):
     """:class:`torch_geometric.nn.GatedGraphConv` with the message sum as one CSR product and a compiled GRU

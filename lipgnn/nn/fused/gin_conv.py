@@ -20,8 +20,7 @@ from torch_geometric.nn import GINConv
 
 from lipgnn.nn.fused.base import plain_csr_input, reference_forward
 from lipgnn.nn.fused.dropout import dropout
-from lipgnn.nn.fused.gated_graph_conv import unit_edge_weights
-from lipgnn.nn.fused.graph import CSRGraph, resolve_graph
+from lipgnn.nn.fused.graph import CSRGraph, resolve_graph, unit_edge_weights
 from lipgnn.nn.fused.sparse import csr_spmm
 
 __all__ = ["FusedGINConv"]

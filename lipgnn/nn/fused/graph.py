@@ -12,7 +12,7 @@ from torch import Tensor
 from torch_geometric.utils import add_self_loops as pyg_add_self_loops
 from torch_geometric.utils import remove_self_loops
 
-__all__ = ["CSRGraph", "clear_csr_cache", "get_csr_graph", "resolve_graph"]
+__all__ = ["CSRGraph", "clear_csr_cache", "get_csr_graph", "resolve_graph", "unit_edge_weights"]
 
 # torch warns once per process that CSR tensors are "beta"; consume that warning here so that it
 # never surfaces from inside a training step.
@@ -183,3 +183,19 @@ def resolve_graph(edge_index: Tensor | CSRGraph, num_nodes: int, self_loops: boo
             )
         return edge_index
     return get_csr_graph(edge_index, num_nodes, self_loops)
+
+
+# graph -> {dtype: [E, 1] ones}; dropped with the graph
+_ONES: weakref.WeakKeyDictionary[CSRGraph, dict[torch.dtype, Tensor]] = weakref.WeakKeyDictionary()
+
+
+def unit_edge_weights(graph: CSRGraph, dtype: torch.dtype) -> Tensor:
+    """``[E, 1]`` ones: the values of ``graph``'s 0/1 CSR matrix (plain neighbour sums); cached per graph and dtype."""
+    per_dtype = _ONES.setdefault(graph, {})
+    ones = per_dtype.get(dtype)
+    if ones is None:
+        # Outside inference mode (as the graph itself): a later training forward saves it.
+        with torch.inference_mode(False):
+            ones = torch.ones(graph.num_edges, 1, dtype=dtype, device=graph.row.device)
+        per_dtype[dtype] = ones
+    return ones
