@@ -51,11 +51,12 @@ class _PairNorm(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None]:  # type: ignore[override]
         x, mean = ctx.saved_tensors
+        grad = grad.contiguous()
         n = x.size(0)
-        g_sum, gx_sum = kernels.col_sums_dot(grad.contiguous(), x, mean)
+        g_sum, gx_sum = kernels.col_sums_dot(grad, x, mean)
         q = float(gx_sum.sum()) / (n * ctx.r * ctx.r)
         g_mean = torch.from_numpy(g_sum / n).to(x.dtype)
-        return kernels.pair_norm_backward(grad.contiguous(), x, mean, g_mean, ctx.k, q), None, None
+        return kernels.pair_norm_backward(grad, x, mean, g_mean, ctx.k, q), None, None
 
 
 class FusedPairNorm(PairNorm):
