@@ -34,6 +34,22 @@ def _data_root() -> Path | None:
     return None
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--torch-device", default="cpu", choices=("cpu", "cuda"),
+        help="default device of the tensors tests create; `--torch-device cuda` runs the layer tests on a GPU, "
+             "where the fused layers take their eager (non-numba) path")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--torch-device") == "cuda":
+        if not torch.cuda.is_available():
+            raise pytest.UsageError("--torch-device cuda: torch.cuda.is_available() is False")
+        # Tensors a test makes without naming a device land on the GPU, so the same assertions (against PyG,
+        # against hand-computed values, gradchecks) exercise the CUDA path.
+        torch.set_default_device("cuda")
+
+
 DATA_ROOT = _data_root()
 if DATA_ROOT is not None:
     os.environ["LIPGNN_DATA"] = str(DATA_ROOT)

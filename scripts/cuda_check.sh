@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The CUDA checks, in one go, on a machine with a GPU:
+#   1. the layer tests with every tensor they create on the GPU (`pytest --torch-device cuda`), where the
+#      fused layers take their eager path and must still equal PyG and the hand-computed values;
+#   2. `python -m lipgnn.bench --device cuda`: fused against stock PyG on the same GPU;
+#   3. whole train.py runs (30-layer GAT-Lip, PubMed, 20 epochs), model.impl=pyg against fused, on CUDA.
+# usage: scripts/cuda_check.sh [OUT_DIR] (default results/bench/cuda). Each step has a time limit
+# (seconds: TESTS_S, BENCH_S, E2E_S) so that a slow step cannot starve the others; a step that hits it
+# says so in its log and the script goes on. Exit status: the number of failed steps.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-results/bench/cuda}
+mkdir -p "$out"
+py=${PYTHON:-python}
+dev=${DEVICE:-cuda}  # DEVICE=cpu runs the same steps on the CPU (to try the script where no GPU is)
+failed=0
+
+"$py" - <<'EOF' 2>&1 | tee "$out/env.txt"
+import platform, torch, torch_geometric
+print("torch", torch.__version__, "cuda", torch.version.cuda, "| pyg", torch_geometric.__version__,
+      "| python", platform.python_version())
+print("device:", torch.cuda.get_device_name(0) if torch.cuda.is_available() else "NO CUDA DEVICE")
+try:
+    import numba
+    print("numba", numba.__version__)
+except ImportError:
+    print("numba absent")
+EOF
+
+layer_tests=(test_fused test_fused_activation test_fused_gcn test_fused_ggnn test_fused_gin test_fused_pair_norm
+             test_kernels test_lip_gat_conv test_lip_transformer_conv test_l2_attention test_l2_fused test_lipschitz
+             test_lipschitz_bounds test_san test_san_fused test_nonlocal_fused test_sparse_input
+             test_block_layer_norm test_locality test_identity test_models)
+files=()
+for t in "${layer_tests[@]}"; do files+=("tests/$t.py"); done
+workers=()
+if "$py" -c "import xdist" 2>/dev/null; then workers=(-n "${TEST_WORKERS:-4}"); fi
+echo "== layer tests on CUDA"
+timeout -k 10 "${TESTS_S:-180}" "$py" -m pytest -q -rfE --tb=short -p no:cacheprovider "${workers[@]}" \
+    --torch-device "$dev" --junitxml "$out/junit.xml" "${files[@]}" > "$out/layer_tests.log" 2>&1
+rc=$?; tail -n 40 "$out/layer_tests.log"; echo "layer tests: exit $rc"; [ $rc -eq 0 ] || failed=$((failed + 1))
+
+echo "== bench on CUDA"
+timeout -k 10 "${BENCH_S:-150}" "$py" -m lipgnn.bench --device "$dev" --repeats "${BENCH_REPEATS:-10}" \
+    --e2e-pairs 0 --no-floor --out "$out/bench" > "$out/bench.log" 2>&1
+rc=$?; tail -n 30 "$out/bench.log"; echo "bench: exit $rc"; [ $rc -eq 0 ] || failed=$((failed + 1))
+
+echo "== train.py end to end on CUDA (30-layer GAT-Lip, PubMed, 20 epochs)"
+{
+  for impl in pyg fused pyg fused; do
+    tmp=$(mktemp -d)
+    start=$EPOCHREALTIME
+    timeout -k 5 "${E2E_S:-60}" "$py" train.py model=gat norm=lip depth=30 dataset=pubmed train.epochs=20 \
+        "device=$dev" log.progress=false "model.impl=$impl" "results_dir=$tmp" > "$tmp/log" 2>&1
+    rc=$?
+    printf 'model.impl=%s exit %s wall %.2f s | %s\n' "$impl" "$rc" "$(awk "BEGIN{print $EPOCHREALTIME - $start}")" \
+        "$(grep -m1 -E 'completed|error|Error' "$tmp/log")"
+    [ $rc -eq 0 ] || tail -n 20 "$tmp/log"
+    rm -rf "$tmp"
+  done
+} 2>&1 | tee "$out/e2e.log"
+grep -q " exit [^0]" "$out/e2e.log" && failed=$((failed + 1))
+echo "failed steps: $failed"
+exit "$failed"
