@@ -6,13 +6,15 @@
 #   3. whole train.py runs (30-layer GAT-Lip, PubMed, 20 epochs), model.impl=pyg against fused, on CUDA.
 # usage: scripts/cuda_check.sh [OUT_DIR] (default results/bench/cuda). Each step has a time limit
 # (seconds: TESTS_S, BENCH_S, E2E_S) so that a slow step cannot starve the others; a step that hits it
-# says so in its log and the script goes on. Exit status: the number of failed steps.
+# says so in its log and the script goes on; STEPS (default "tests bench e2e") picks the steps. Exit
+# status: the number of failed steps.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-results/bench/cuda}
 mkdir -p "$out"
 py=${PYTHON:-python}
 dev=${DEVICE:-cuda}  # DEVICE=cpu runs the same steps on the CPU (to try the script where no GPU is)
+steps=" ${STEPS:-tests bench e2e} "
 failed=0
 
 "$py" - <<'EOF' 2>&1 | tee "$out/env.txt"
@@ -35,16 +37,21 @@ files=()
 for t in "${layer_tests[@]}"; do files+=("tests/$t.py"); done
 workers=()
 if "$py" -c "import xdist" 2>/dev/null; then workers=(-n "${TEST_WORKERS:-4}"); fi
+if [[ $steps == *" tests "* ]]; then
 echo "== layer tests on CUDA"
 timeout -k 10 "${TESTS_S:-180}" "$py" -m pytest -q -rfE --tb=short -p no:cacheprovider "${workers[@]}" \
     --torch-device "$dev" --junitxml "$out/junit.xml" "${files[@]}" > "$out/layer_tests.log" 2>&1
 rc=$?; tail -n 40 "$out/layer_tests.log"; echo "layer tests: exit $rc"; [ $rc -eq 0 ] || failed=$((failed + 1))
+fi
 
+if [[ $steps == *" bench "* ]]; then
 echo "== bench on CUDA"
 timeout -k 10 "${BENCH_S:-150}" "$py" -m lipgnn.bench --device "$dev" --repeats "${BENCH_REPEATS:-10}" \
     --e2e-pairs 0 --no-floor --out "$out/bench" > "$out/bench.log" 2>&1
 rc=$?; tail -n 30 "$out/bench.log"; echo "bench: exit $rc"; [ $rc -eq 0 ] || failed=$((failed + 1))
+fi
 
+if [[ $steps == *" e2e "* ]]; then
 echo "== train.py end to end on CUDA (30-layer GAT-Lip, PubMed, 20 epochs)"
 {
   for impl in pyg fused pyg fused; do
@@ -60,5 +67,6 @@ echo "== train.py end to end on CUDA (30-layer GAT-Lip, PubMed, 20 epochs)"
   done
 } 2>&1 | tee "$out/e2e.log"
 grep -q " exit [^0]" "$out/e2e.log" && failed=$((failed + 1))
+fi
 echo "failed steps: $failed"
 exit "$failed"

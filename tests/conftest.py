@@ -50,6 +50,16 @@ def pytest_configure(config: pytest.Config) -> None:
         torch.set_default_device("cuda")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--torch-device") != "cuda":
+        return
+    skip = pytest.mark.skip(reason="tests the compiled CPU loops; CUDA tensors take their eager twins")
+    for item in items:
+        params = item.callspec.params.values() if hasattr(item, "callspec") else ()
+        if item.get_closest_marker("cpu_only") or any(isinstance(v, str) and v == "numba" for v in params):
+            item.add_marker(skip)
+
+
 DATA_ROOT = _data_root()
 if DATA_ROOT is not None:
     os.environ["LIPGNN_DATA"] = str(DATA_ROOT)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from devices import seeded
 from omegaconf import OmegaConf
 from torch import nn
 from torch_geometric.nn import GCNConv
@@ -85,7 +86,7 @@ def test_residual_flag_is_not_added_twice_under_pre() -> None:
 @pytest.mark.parametrize("name", MODEL_NAMES)
 def test_layer_norm_none_and_default_activation_leave_every_model_unchanged(name: str) -> None:
     spec = DataSpec(num_features=5, num_classes=3)
-    x = torch.randn(6, 5, generator=torch.Generator().manual_seed(1))
+    x = torch.randn(6, 5, generator=seeded(1))
     edge_index = torch.tensor([[0, 1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 0]])
     old_cfg = _cfg(name)
     for key in ("layer_norm", "activation"):

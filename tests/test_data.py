@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from devices import seeded
 from ogb_fixture import write_arxiv, write_proteins
 from omegaconf import OmegaConf
 from torch import Tensor
@@ -353,13 +354,13 @@ def test_trees_split_and_batching(tmp_path: Path) -> None:
     assert sum(counts) == 1000
 
     def epoch(seed: int) -> list[Tensor]:
-        return [b.tree_id for b in task.train_batches(torch.Generator().manual_seed(seed))]
+        return [b.tree_id for b in task.train_batches(seeded(seed))]
 
     first = epoch(0)
     assert all(ids.numel() <= 96 for ids in first) and len(first) == math.ceil(800 / 96)
     train_ids = torch.cat(first)
     assert train_ids.unique().numel() == 800
-    batch = next(iter(task.train_batches(torch.Generator().manual_seed(0))))
+    batch = next(iter(task.train_batches(seeded(0))))
     assert int(batch.train_mask.sum()) == batch.tree_id.numel()
     assert not batch.val_mask.any() and not batch.test_mask.any()
     assert all(torch.equal(u, v) for u, v in zip(first, epoch(0), strict=True))
@@ -370,7 +371,7 @@ def test_trees_split_and_batching(tmp_path: Path) -> None:
 def test_trees_depth10_is_fast(tmp_path: Path) -> None:
     start = time.monotonic()
     task = trees_task(tmp_path, depth=10, num_trees=5000, batch_size=1024)
-    batch = next(iter(task.train_batches(torch.Generator().manual_seed(0))))
+    batch = next(iter(task.train_batches(seeded(0))))
     assert batch.num_nodes == 1024 * 2047 and batch.num_edges == 1024 * (2046 + 2047)
     assert task.spec.num_classes == 1025
     assert time.monotonic() - start < 10
@@ -441,7 +442,7 @@ def test_ogb_proteins_from_fixture(ogb_env: dict) -> None:
     assert train == fx.split["train"].tolist()
 
     def epoch(seed: int) -> list[Tensor]:
-        return [b.y for b in task.train_batches(torch.Generator().manual_seed(seed))]
+        return [b.y for b in task.train_batches(seeded(seed))]
 
     first = epoch(0)
     assert sum(len(b) for b in first) == fx.num_nodes  # a partition: each node exactly once per epoch

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from devices import seeded
 from torch import nn
 
 from lipgnn.diagnostics import (
@@ -29,7 +30,7 @@ X_PATH = torch.tensor([[0.0], [1.0], [3.0], [6.0]])
 
 
 def random_graph(n: int, p: float, seed: int) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
+    g = seeded(seed)
     upper = torch.triu(torch.rand(n, n, generator=g) < p, diagonal=1)
     dense = upper | upper.T
     return dense.nonzero().T.contiguous()
@@ -65,7 +66,7 @@ def test_zero_iff_constant_on_a_connected_graph() -> None:
     for m in (1, 2, 3):
         assert graph.energy(constant, m) == pytest.approx(0.0, abs=1e-24)
         for seed in range(5):
-            x = torch.randn(30, 5, generator=torch.Generator().manual_seed(seed))
+            x = torch.randn(30, 5, generator=seeded(seed))
             assert graph.energy(x, m) > 1e-3
     # Connectedness matters: per-component constants have zero energy without being constant.
     two_parts = torch.tensor([[0, 1, 2, 3], [1, 0, 3, 2]])
@@ -76,7 +77,7 @@ def test_triangle_inequality_holds_for_the_square_root() -> None:
     # Def. 2.1's axiom E(X + Y) <= E(X) + E(Y) holds for sqrt(E_m), a seminorm; E_m itself is quadratic
     # (E(2X) = 4 E(X) > 2 E(X)), so the test checks the seminorm and documents the square's failure.
     graph = GraphMeasure(random_graph(25, 0.25, seed=2), 25)
-    g = torch.Generator().manual_seed(3)
+    g = seeded(3)
     for m in (1, 2):
         for _ in range(20):
             x, y = torch.randn(25, 4, generator=g), torch.randn(25, 4, generator=g)
@@ -88,7 +89,7 @@ def test_triangle_inequality_holds_for_the_square_root() -> None:
 def test_agrees_with_a_dense_matrix_computation() -> None:
     n, d = 40, 3
     edge_index = random_graph(n, 0.15, seed=4)
-    x = torch.randn(n, d, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    x = torch.randn(n, d, generator=seeded(5), dtype=torch.float64)
     a = torch.zeros(n, n, dtype=torch.float64)
     a[edge_index[0], edge_index[1]] = 1.0
     deg = a.sum(1)
@@ -184,7 +185,7 @@ def test_prune_single_layers_scores_each_pruned_model() -> None:
     from lipgnn.data.spec import DataSpec, TaskData
 
     model = _toy_model()
-    g = torch.Generator().manual_seed(0)
+    g = seeded(0)
     data = type("D", (), {})()
     data.x, data.edge_index = torch.randn(4, 2, generator=g), PATH
     data.y = torch.tensor([0, 1, 0, 1])
@@ -211,7 +212,7 @@ def _san_profile(variant: str, depth: int = 32, seed: int = 0) -> list[float]:
 
     n = 80
     edge_index = random_graph(n, 0.08, seed=7)
-    x = torch.randn(n, 16, generator=torch.Generator().manual_seed(0))
+    x = torch.randn(n, 16, generator=seeded(0))
     cfg = compose_cfg([f"variant={variant}", f"depth={depth}", f"seed={seed}"])
     seed_everything(seed)
     model = build_model(cfg.model, cfg.norm, DataSpec(16, 3), depth)

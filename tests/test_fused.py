@@ -17,6 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from devices import seeded
 from torch import nn
 from torch_geometric.nn import GATConv, TransformerConv
 from torch_geometric.utils import softmax as pyg_softmax
@@ -70,7 +71,7 @@ IN_CHANNELS = 12
 def make_graph(seed: int = 0, num_nodes: int = NUM_NODES, connected: int = 34, num_edges: int = 160) -> torch.Tensor:
     """Random directed edges among the first ``connected`` nodes (the rest are isolated), with
     duplicated edges and explicit (also duplicated) self-loops."""
-    gen = torch.Generator().manual_seed(seed)
+    gen = seeded(seed)
     ei = torch.randint(0, connected, (2, num_edges), generator=gen)
     dup = ei[:, :20]
     loops = torch.tensor([[1, 1, 5], [1, 1, 5]])
@@ -87,7 +88,7 @@ def _pair(ref_cls: type[nn.Module], fused_cls: type[nn.Module], *args, **kwargs)
 
 def _randomise(module: nn.Module, seed: int = 2) -> None:
     """Non-zero biases and attention vectors everywhere, so every parameter's gradient is exercised."""
-    gen = torch.Generator().manual_seed(seed)
+    gen = seeded(seed)
     with torch.no_grad():
         for p in module.parameters():
             p.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * 0.5)
@@ -100,7 +101,7 @@ def assert_same_forward_backward(ref: nn.Module, fused: nn.Module, x: torch.Tens
     out_ref = ref(x_ref, *args, **kwargs)
     out_fused = fused(x_fused, *args, **kwargs)
     torch.testing.assert_close(out_fused, out_ref, **TOL)
-    weight = torch.randn(out_ref.shape, generator=torch.Generator().manual_seed(3), dtype=out_ref.dtype)
+    weight = torch.randn(out_ref.shape, generator=seeded(3), dtype=out_ref.dtype)
     (out_ref * weight).sum().backward()
     (out_fused * weight).sum().backward()
     torch.testing.assert_close(x_fused.grad, x_ref.grad, **TOL)
@@ -152,7 +153,7 @@ def test_shared_spmm_equals_per_head_spmm_and_gradcheck(heads: int, self_loops: 
     (empty rows and columns)."""
     ei = torch.tensor([[0, 1, 2, 3, 3, 5, 1, 1, 6, 6], [1, 2, 0, 0, 0, 2, 1, 4, 4, 4]])
     g = CSRGraph.from_edge_index(ei, 8, add_self_loops=self_loops)
-    gen = torch.Generator().manual_seed(0)
+    gen = seeded(0)
     values = torch.rand(g.num_edges, heads, dtype=torch.float64, generator=gen, requires_grad=True)
     x = torch.randn(g.num_src, 3, dtype=torch.float64, generator=gen, requires_grad=True)
     expected = csr_spmm(values, x.unsqueeze(1).expand(-1, heads, -1), g).transpose(0, 1)
@@ -176,7 +177,7 @@ def test_sddmm_and_softmax_gradcheck(tiny_graph: CSRGraph, heads: int) -> None:
 @pytest.mark.parametrize("share", [0.0, 0.1, 0.9])
 def test_sq_norm_gradient_row_sparse_update(share: float) -> None:
     """grad += 2 g x, whether few rows of g are non-zero (indexed update) or most are (dense pass)."""
-    gen = torch.Generator().manual_seed(0)
+    gen = seeded(0)
     x = torch.randn(50, 2, 7, generator=gen)
     g = torch.randn(50, 2, generator=gen) * (torch.rand(50, 1, generator=gen) < share)
     g[3, 0] = 0.0  # a row with a zero in one head only still counts as non-zero
@@ -267,7 +268,7 @@ def test_per_node_denominators_equal_shared_functions(variant: str, heads: int) 
     """The CSR restatements of eq. (17)/(19) give the shared functions' values and gradients, also with
     tied neighbour maxima (duplicate edges) and an all-zero node (finite gradients at 0)."""
     g = CSRGraph.from_edge_index(make_graph(heads), NUM_NODES, add_self_loops=True)
-    gen = torch.Generator().manual_seed(12)
+    gen = seeded(12)
     feats = [torch.randn(NUM_NODES, heads, 5, generator=gen, dtype=torch.float64) for _ in range(3)]
     feats[0][7] = 0.0
     att = [torch.randn(1, heads, 5, generator=gen, dtype=torch.float64, requires_grad=True) for _ in range(2)]
@@ -345,7 +346,7 @@ def test_csr_graph_cache_and_layers_under_inference_mode() -> None:
     there equals its result outside."""
     clear_csr_cache()
     fused = FusedLipTransformerConv(IN_CHANNELS, 4, heads=2)
-    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=torch.Generator().manual_seed(0))
+    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=seeded(0))
     with torch.no_grad():
         expected = fused(x, make_graph())
     with torch.inference_mode():
@@ -369,7 +370,7 @@ def test_fused_gat_equals_reference(heads: int, concat: bool, lip: dict) -> None
     ref, fused = _pair(LipGATConv, FusedLipGATConv, IN_CHANNELS, 6, heads=heads, concat=concat, **lip)
     _randomise(ref)
     fused.load_state_dict(ref.state_dict())
-    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=torch.Generator().manual_seed(4))
+    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=seeded(4))
     assert_same_forward_backward(ref, fused, x, make_graph(heads))
 
 
@@ -381,14 +382,14 @@ def test_fused_gt_equals_reference(heads: int, concat: bool, lip: dict) -> None:
                        **lip)
     _randomise(ref)
     fused.load_state_dict(ref.state_dict())
-    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=torch.Generator().manual_seed(4))
+    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=seeded(4))
     assert_same_forward_backward(ref, fused, x, make_graph(heads))
 
 
 @pytest.mark.parametrize("heads", [1, 2])
 def test_fused_without_lip_equals_stock_pyg(heads: int) -> None:
     ei = make_graph(7)
-    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=torch.Generator().manual_seed(5))
+    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=seeded(5))
     stock, fused = _pair(GATConv, FusedLipGATConv, IN_CHANNELS, 6, heads=heads)
     fused.lipschitz_norm = False
     assert_same_forward_backward(stock, fused, x, ei)
@@ -404,7 +405,7 @@ def test_fused_options_equal_reference(lip: dict) -> None:
     """Edge features (with GATConv's self-loop fill), residual, no bias, no self-loops, lin_src/lin_dst,
     GT's beta gate and edge embedding."""
     ei = make_graph(11)
-    gen = torch.Generator().manual_seed(6)
+    gen = seeded(6)
     x = torch.randn(NUM_NODES, IN_CHANNELS, generator=gen)
     edge_attr = torch.randn(ei.size(1), 3, generator=gen)
     gat_cases = [
@@ -447,7 +448,7 @@ def test_fused_equals_reference_for_tiny_features(kind: str, scale: float, varia
     else:
         ref, fused = _pair(LipTransformerConv, FusedLipTransformerConv, IN_CHANNELS, 5, heads=2, bias=False,
                            root_weight=False, variant=variant)
-    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=torch.Generator().manual_seed(9), dtype=torch.float64) * scale
+    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=seeded(9), dtype=torch.float64) * scale
     ref, fused = ref.double(), fused.double()
     ei = make_graph(3)
     out_ref, out_fused = ref(x, ei), fused(x, ei)
@@ -457,7 +458,7 @@ def test_fused_equals_reference_for_tiny_features(kind: str, scale: float, varia
 
 def test_prebuilt_csr_graph_and_fallbacks() -> None:
     ei = make_graph(3)
-    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=torch.Generator().manual_seed(8))
+    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=seeded(8))
     ref, fused = _pair(LipGATConv, FusedLipGATConv, IN_CHANNELS, 4, heads=2)
     graph = CSRGraph.from_edge_index(ei, NUM_NODES, add_self_loops=True)
     torch.testing.assert_close(fused(x, graph), ref(x, ei), **TOL)
@@ -493,7 +494,7 @@ def test_attention_dropout_in_train_mode() -> None:
     eval output (inverted dropout is unbiased), their spread matches the reference's, and with p = 0
     train mode equals eval mode."""
     ei = make_graph(5)
-    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=torch.Generator().manual_seed(9))
+    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=seeded(9))
     ref, fused = _pair(LipGATConv, FusedLipGATConv, IN_CHANNELS, 4, heads=2, dropout=0.5)
     fused.eval()
     expected = fused(x, ei)
@@ -520,7 +521,7 @@ def test_models_switch_impl_by_loading_weights() -> None:
 
     spec = SimpleNamespace(num_features=IN_CHANNELS, num_classes=3, input="dense", vocab_sizes=(), edge_dim=None)
     ei = make_graph(6)
-    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=torch.Generator().manual_seed(10))
+    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=seeded(10))
     for name, norm in itertools.product(["gat", "gt"], ["none", "lip"]):
         cfg = {"name": name, "hidden": 8, "heads": 2, "dropout": 0.0, "attn_dropout": 0.0}
         ref = build_model(SimpleNamespace(**cfg, impl="pyg"), SimpleNamespace(name=norm), spec, 3)
@@ -533,7 +534,7 @@ def test_models_switch_impl_by_loading_weights() -> None:
 def test_with_sq_norm_passes_x_through_and_adds_the_norm_gradient_once() -> None:
     """``with_sq_norm`` equals using ``x`` twice (once as is, once in ``(x*x).sum(-1)``): same values and
     the same gradient (the in-place ``2 g x`` must land on x's whole gradient exactly once)."""
-    gen = torch.Generator().manual_seed(3)
+    gen = seeded(3)
     x = torch.randn(7, 2, 5, generator=gen, dtype=torch.float64)
     w_out = torch.randn(7, 2, 5, generator=gen, dtype=torch.float64)
     w_sq = torch.randn(7, 2, generator=gen, dtype=torch.float64)
@@ -561,7 +562,7 @@ def test_max_of_products_equals_the_eq19_reference(tie: str) -> None:
     from lipgnn.nn.fused.lipschitz_csr import _MaxOfProducts
     from lipgnn.nn.lipschitz import EPS, eq19_denominator
 
-    gen = torch.Generator().manual_seed(3)
+    gen = seeded(3)
     u, v, w = (torch.rand(6, 2, generator=gen, dtype=torch.float64) + 0.5 for _ in range(3))
     if tie == "uv=uw":
         w = v.clone()  # u v == u w
@@ -588,7 +589,7 @@ def test_squared_norm_copies_equal_the_reference() -> None:
     """row_sq_norm, with_sq_norm and add_sq_norm_grad_ equal lipschitz.sq_norm and its autograd gradient."""
     from lipgnn.nn.lipschitz import sq_norm
 
-    gen = torch.Generator().manual_seed(4)
+    gen = seeded(4)
     x = torch.randn(9, 3, 5, generator=gen, dtype=torch.float64)
     g = torch.randn(9, 3, generator=gen, dtype=torch.float64)
     g[2] = 0.0
@@ -677,7 +678,7 @@ def test_fused_gt_l2_score_equals_the_explicit_formula() -> None:
     """score="l2" without LipschitzNorm: softmax_j(-‖q_i - k_j‖² / √d), computed here from its definition
     (the -‖q_i‖² term cancels in the softmax), values and gradients."""
     ei = make_graph(6)
-    gen = torch.Generator().manual_seed(2)
+    gen = seeded(2)
     x = torch.randn(NUM_NODES, IN_CHANNELS, generator=gen, dtype=torch.float64)
     torch.manual_seed(1)
     conv = FusedLipTransformerConv(IN_CHANNELS, 4, heads=2, lipschitz_norm=False, root_weight=False).double()

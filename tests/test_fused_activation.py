@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 import torch.nn.functional as F
+from devices import seeded
 
 from lipgnn.nn.fused import ELU, CSRGraph, FusedLipGATConv, kernels
 from lipgnn.nn.fused.activation import bias_elu
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.skipif(kernels.numba is None, reason="numba not install
 def test_elu_equals_torch_in_value_and_gradient(alpha: float) -> None:
     """Every float32 from -100 to 30 (ELU saturates below, the polynomial's range reduction spans
     all of it) and random hidden features: values within float32 rounding of ``F.elu``, gradients too."""
-    gen = torch.Generator().manual_seed(0)
+    gen = seeded(0)
     x = torch.cat([torch.linspace(-100.0, 30.0, 200_001), 4 * torch.randn(3000, generator=gen)])
     leaf, ref_leaf = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
     y, ref = ELU(alpha)(leaf), F.elu(ref_leaf, alpha)
@@ -55,7 +56,7 @@ def test_elu_falls_back_where_the_loop_does_not_apply() -> None:
 @pytest.mark.parametrize("with_bias", [True, False])
 def test_bias_elu_equals_elu_of_the_sum_with_the_bias_gradient(with_bias: bool) -> None:
     """``bias_elu(x, b)`` = ``F.elu(x + b)``: values, ``∂x`` and ``∂b`` (summed over 5000 rows)."""
-    gen = torch.Generator().manual_seed(2)
+    gen = seeded(2)
     x, b = 3 * torch.randn(5000, 24, generator=gen), torch.randn(24, generator=gen)
     leaves = [x.clone().requires_grad_(True), b.clone().requires_grad_(True)]
     refs = [x.clone().requires_grad_(True), b.clone().requires_grad_(True)]
@@ -85,7 +86,7 @@ def test_fused_models_apply_elu_with_the_bias_and_equal_the_pyg_model() -> None:
     assert [type(b.act) for b in fused.blocks] == [ELU, ELU, type(None)]
     assert [type(b.act) for b in ref.blocks] == [torch.nn.ELU, torch.nn.ELU, type(None)]
     fused.load_state_dict(ref.state_dict())
-    gen = torch.Generator().manual_seed(4)
+    gen = seeded(4)
     x = torch.randn(40, 5, generator=gen)
     ei = torch.randint(0, 40, (2, 160), generator=gen)
     h = fused.encode(x)
@@ -100,7 +101,7 @@ def test_fused_models_apply_elu_with_the_bias_and_equal_the_pyg_model() -> None:
 
 
 def test_activation_argument_is_the_layer_then_the_activation() -> None:
-    gen = torch.Generator().manual_seed(6)
+    gen = seeded(6)
     conv = FusedLipGATConv(6, 6)
     x, ei = torch.randn(12, 6, generator=gen), torch.randint(0, 12, (2, 30), generator=gen)
     relu = torch.nn.ReLU()
@@ -111,11 +112,12 @@ def test_activation_argument_is_the_layer_then_the_activation() -> None:
     assert alpha.shape[1] == 1
 
 
+@pytest.mark.cpu_only
 @pytest.mark.parametrize("heads", [1, 3])
 def test_compiled_sddmm_equals_the_dense_definition(heads: int) -> None:
     """``s[e, h] = <a[row_e, h], b[col_e, h]>`` on a graph with duplicate edges and rows without edges,
     compiled (float32) against the definition in float64 and against ``sampled_addmm`` (eager)."""
-    gen = torch.Generator().manual_seed(1)
+    gen = seeded(1)
     src = torch.tensor([0, 1, 2, 2, 3, 4, 5, 5, 1, 0, 3, 3, 4, 6])
     dst = torch.tensor([0, 0, 0, 1, 1, 1, 2, 3, 3, 3, 4, 4, 4, 2])
     graph = CSRGraph.from_edge_index(torch.stack([src, dst]), 8, add_self_loops=False)

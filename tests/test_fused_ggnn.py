@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from devices import seeded
 from plain_fused import (
     assert_fused_model_loads_and_equals_pyg,
     assert_layer_classes,
@@ -40,9 +41,10 @@ def test_gru_cell_by_hand() -> None:
 
 
 @needs_numba
+@pytest.mark.cpu_only
 @pytest.mark.parametrize("bias", [True, False])
 def test_compiled_gru_cell_equals_torch_values_and_gradients(bias: bool) -> None:
-    gen = torch.Generator().manual_seed(0)
+    gen = seeded(0)
     cell = torch.nn.GRUCell(6, 6, bias=bias)
     # wide pre-activations: saturated gates (|a| up to ~40) and values near 0 on both sides
     m = torch.randn(300, 6, generator=gen) * torch.logspace(-3, 1, 300).unsqueeze(1)
@@ -65,6 +67,7 @@ def test_compiled_gru_cell_equals_torch_values_and_gradients(bias: bool) -> None
 
 
 @needs_numba
+@pytest.mark.cpu_only
 def test_gru_cell_falls_back_to_torch_off_float32_and_propagates_nan() -> None:
     cell = torch.nn.GRUCell(3, 3).double()
     m, h = torch.randn(4, 3, dtype=torch.float64), torch.randn(4, 3, dtype=torch.float64)
@@ -81,7 +84,9 @@ def pair(channels: int = 5, num_layers: int = 2, seed: int = 0, **kw) -> tuple[G
     ref = GatedGraphConv(channels, num_layers, **kw)
     fused = FusedGatedGraphConv(channels, num_layers, **kw)
     fused.load_state_dict(ref.state_dict())
-    return ref, fused
+    # PyG builds GatedGraphConv's weight with the legacy torch.Tensor constructor, which ignores the default device.
+    device = torch.get_default_device()
+    return ref.to(device), fused.to(device)
 
 
 @pytest.mark.parametrize("mode", ["numba", "eager"])

@@ -12,6 +12,7 @@ import contextlib
 
 import pytest
 import torch
+from devices import seeded
 
 from lipgnn.nn.fused import (
     CSRGraph,
@@ -28,6 +29,8 @@ from lipgnn.nn.fused.gat_conv import _NodeScores
 from lipgnn.nn.fused.lipschitz_csr import _NeighbourMaxPair
 from lipgnn.nn.fused.sparse import _GATScaledScores, _RowScale, csr_spmm
 
+pytestmark = pytest.mark.cpu_only
+
 pytestmark = pytest.mark.skipif(kernels.numba is None, reason="numba not installed")
 
 
@@ -40,7 +43,7 @@ def graph_with_ties_and_empty_rows() -> CSRGraph:
 
 def both_modes(fn, *inputs: torch.Tensor):
     """(output, input gradients) of ``fn`` with the compiled loops and with the eager path."""
-    gen = torch.Generator().manual_seed(5)
+    gen = seeded(5)
     results = []
     for compiled in (True, False):
         leaves = [t.detach().clone().requires_grad_(True) for t in inputs]
@@ -137,7 +140,7 @@ def test_nan_propagates_through_the_compiled_loops_as_through_torch() -> None:
 @pytest.mark.parametrize("heads", [1, 3])
 def test_gat_node_terms_and_edge_scores_match_eager(heads: int) -> None:
     g = CSRGraph.from_edge_index(graph_with_ties_and_empty_rows().edge_index, 8, add_self_loops=True)
-    gen = torch.Generator().manual_seed(0)
+    gen = seeded(0)
     x = torch.randn(8, heads, 5, generator=gen, dtype=torch.float64)
     att_src, att_dst = (torch.randn(heads, 5, generator=gen, dtype=torch.float64) for _ in range(2))
     for with_norm in (False, True):
@@ -155,7 +158,7 @@ def test_gat_node_terms_and_edge_scores_match_eager(heads: int) -> None:
 @pytest.mark.parametrize("heads", [1, 2])
 def test_row_scale_and_norms_match_eager(heads: int) -> None:
     g = graph_with_ties_and_empty_rows()
-    gen = torch.Generator().manual_seed(1)
+    gen = seeded(1)
     s = torch.randn(g.num_edges, heads, generator=gen, dtype=torch.float64)
     k = torch.randn(8, heads, generator=gen, dtype=torch.float64)
     assert_modes_agree(lambda p, q: _RowScale.apply(p, q, g), s, k)
@@ -176,7 +179,7 @@ def test_sq_norm_gradient_leaves_rows_with_zero_gradient_untouched() -> None:
 
 
 def eq19_inputs(heads: int, tie: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    gen = torch.Generator().manual_seed(heads)
+    gen = seeded(heads)
     q, k, v = (torch.rand(8, heads, generator=gen, dtype=torch.float64) * 4 for _ in range(3))
     if tie == "uv=uw":  # equal key and value norms: u v = u w on every target
         v = k.clone()
@@ -221,7 +224,7 @@ def test_eq19_scale_equals_alpha_over_the_denominator(heads: int, tie: str) -> N
 
 def test_compiled_backward_passes_gradcheck() -> None:
     g = graph_with_ties_and_empty_rows()
-    gen = torch.Generator().manual_seed(3)
+    gen = seeded(3)
 
     def rand(*shape: int) -> torch.Tensor:
         return (torch.rand(*shape, generator=gen, dtype=torch.float64) + 0.1).requires_grad_(True)
@@ -272,7 +275,7 @@ def test_multi_head_spmm_matches_the_per_head_products(heads: int, width: int, d
     values and gradients equal the eager per-head products, rows without in-edges give zeros, and one head
     keeps MKL."""
     g = graph_with_ties_and_empty_rows()
-    gen = torch.Generator().manual_seed(heads * 10 + width)
+    gen = seeded(heads * 10 + width)
     values = torch.rand(g.num_edges, heads, generator=gen, dtype=dtype)
     x = torch.randn(8, heads, width, generator=gen, dtype=dtype)
     calls = count_heads(monkeypatch, "spmm_heads")
@@ -303,7 +306,7 @@ def test_multi_head_row_softmax_matches_pyg_and_the_eager_path(heads: int, bound
     from lipgnn.nn.fused.sparse import csr_softmax
 
     g = graph_with_ties_and_empty_rows()
-    gen = torch.Generator().manual_seed(heads)
+    gen = seeded(heads)
     scores = (torch.rand(g.num_edges, heads, generator=gen, dtype=dtype) * 4 - 2)
     scores[1] = scores[0]  # a tie inside row 0
     calls = count_heads(monkeypatch, "row_softmax")
@@ -320,7 +323,7 @@ def test_multi_head_row_softmax_matches_pyg_and_the_eager_path(heads: int, bound
 def test_node_terms_backward_takes_the_batched_attention_gradient_on_large_inputs() -> None:
     """From ~2k nodes with several heads the attention vectors' gradients come from one batched product, not
     the loop: both branches equal the eager path."""
-    gen = torch.Generator().manual_seed(3)
+    gen = seeded(3)
     for n in (50, 2100):
         x = torch.randn(n, 3, 5, generator=gen, dtype=torch.float64)
         att_src, att_dst = (torch.randn(3, 5, generator=gen, dtype=torch.float64) for _ in range(2))

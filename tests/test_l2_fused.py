@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from devices import seeded
 from torch import nn
 
 from lipgnn.nn import FusedLipTransformerConv, LipTransformerConv
@@ -30,7 +31,7 @@ def kernel_mode(request: pytest.FixtureRequest):
 
 def _graph(seed: int) -> torch.Tensor:
     """Random edges among 34 of 40 nodes (6 isolated), duplicated edges and explicit self-loops."""
-    gen = torch.Generator().manual_seed(seed)
+    gen = seeded(seed)
     ei = torch.randint(0, 34, (2, 160), generator=gen)
     return torch.cat([ei, ei[:, :20], torch.tensor([[1, 1, 5], [1, 1, 5]])], dim=1)
 
@@ -39,7 +40,7 @@ def _assert_same(ref: nn.Module, fused: nn.Module, x: torch.Tensor, *args) -> No
     x_ref, x_fused = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
     out_ref, out_fused = ref(x_ref, *args), fused(x_fused, *args)
     torch.testing.assert_close(out_fused, out_ref, **TOL)
-    weight = torch.randn(out_ref.shape, generator=torch.Generator().manual_seed(3))
+    weight = torch.randn(out_ref.shape, generator=seeded(3))
     (out_ref * weight).sum().backward()
     (out_fused * weight).sum().backward()
     torch.testing.assert_close(x_fused.grad, x_ref.grad, **TOL)
@@ -64,11 +65,11 @@ def test_fused_l2_layer_equals_reference(tie_qk: bool, heads: int, concat: bool,
     ref = LipTransformerConv(IN_CHANNELS, 6, **kwargs)
     with torch.no_grad():  # non-zero biases, so their gradients are exercised too
         for p in ref.parameters():
-            p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(2)) * 0.5)
+            p.copy_(torch.randn(p.shape, generator=seeded(2)) * 0.5)
     fused = FusedLipTransformerConv(IN_CHANNELS, 6, **kwargs)
     fused.load_state_dict(ref.state_dict())
     assert (fused.lin_key is fused.lin_query) == tie_qk
-    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=torch.Generator().manual_seed(4))
+    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=seeded(4))
     _assert_same(ref, fused, x, _graph(heads))
 
 
@@ -86,7 +87,7 @@ def test_fused_l2_model_equals_pyg_model() -> None:
     fused.load_state_dict(ref.state_dict())
     convs = fused.attention_layers()
     assert len(convs) == 3 and all(isinstance(c, FusedLipTransformerConv) and c.score == "l2" for c in convs)
-    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=torch.Generator().manual_seed(10))
+    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=seeded(10))
     _assert_same(ref, fused, x, _graph(6))
 
 
@@ -99,7 +100,7 @@ def test_fused_l2_expansion_is_exact_in_float64_at_large_scale() -> None:
     ref = LipTransformerConv(IN_CHANNELS, 6, **kwargs).double()
     fused = FusedLipTransformerConv(IN_CHANNELS, 6, **kwargs).double()
     fused.load_state_dict(ref.state_dict())
-    x = 30 * torch.randn(NUM_NODES, IN_CHANNELS, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    x = 30 * torch.randn(NUM_NODES, IN_CHANNELS, generator=seeded(5), dtype=torch.float64)
     with torch.no_grad():
         out_ref, out_fused = ref(x, _graph(7)), fused(x, _graph(7))
     torch.testing.assert_close(out_fused, out_ref, rtol=1e-9, atol=1e-9 * float(out_ref.abs().max()))

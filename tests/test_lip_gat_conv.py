@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import pytest
 import torch
+from devices import seeded
 from torch import Tensor
 from torch_geometric.nn import GATConv
 from torch_geometric.utils import coalesce, remove_self_loops, softmax, to_torch_csr_tensor
@@ -16,7 +17,7 @@ from lipgnn.nn import LipGATConv
 
 
 def _random_graph(num_nodes: int, num_edges: int, seed: int) -> Tensor:
-    g = torch.Generator().manual_seed(seed)
+    g = seeded(seed)
     return torch.randint(0, num_nodes, (2, num_edges), generator=g)
 
 
@@ -241,7 +242,7 @@ def test_lipschitz_constant_below_corollary_1_bound() -> None:
     bound = math.e * math.sqrt(n / n) + math.sqrt(8)  # complete graph with self-loops: m = n
     edge_index = _complete_graph(n)
     lip, plain = _attention_map(True), _attention_map(False)
-    g = torch.Generator().manual_seed(0)
+    g = seeded(0)
     lip_est, plain_est = [], []
     for scale in (1.0, 10.0, 100.0, 1000.0):
         for z in (scale * TIE_Z, scale * torch.randn(n, 2, generator=g, dtype=torch.float64)):

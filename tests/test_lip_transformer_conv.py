@@ -8,6 +8,7 @@ from typing import Optional
 
 import pytest
 import torch
+from devices import seeded
 from torch import Tensor
 from torch_geometric.nn import TransformerConv
 from torch_geometric.typing import OptTensor
@@ -18,7 +19,7 @@ from lipgnn.nn import LipTransformerConv
 
 
 def _random_graph(num_nodes: int, num_edges: int, seed: int) -> Tensor:
-    g = torch.Generator().manual_seed(seed)
+    g = seeded(seed)
     return torch.randint(0, num_nodes, (2, num_edges), generator=g)
 
 
@@ -234,7 +235,7 @@ def test_lipschitz_constant_below_corollary_2_bound() -> None:
     bound = math.exp(math.sqrt(3.0)) * math.sqrt(n / n) + 2 * math.sqrt(6.0)  # m = n
     edge_index = _complete_graph_with_loops(n)
     lip, plain = _attention_map(True), _attention_map(False)
-    g = torch.Generator().manual_seed(0)
+    g = seeded(0)
     lip_est, plain_est = [], []
     for scale in (1.0, 10.0, 100.0, 1000.0):
         for z in (scale * TIE_X, scale * torch.randn(n, 6, generator=g, dtype=torch.float64)):

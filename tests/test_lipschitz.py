@@ -5,6 +5,7 @@ import math
 
 import pytest
 import torch
+from devices import seeded
 
 from lipgnn.nn import (
     gat_lipschitz_denominator,
@@ -18,7 +19,7 @@ EPS = 1e-12
 
 
 def _random_graph(num_nodes: int, num_edges: int, seed: int) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
+    g = seeded(seed)
     edge_index = torch.randint(0, num_nodes, (2, num_edges), generator=g)
     loops = torch.arange(num_nodes).repeat(2, 1)  # every node has a neighbourhood
     return torch.cat([edge_index, loops], dim=1)
@@ -119,7 +120,7 @@ def _gat_brute_force(x, att_src, att_dst, att_edge, edge_index, edge_proj, varia
 @pytest.mark.parametrize("variant", ["paper", "reference"])
 @pytest.mark.parametrize("with_edges", [False, True])
 def test_gat_denominator_matches_brute_force(variant: str, with_edges: bool) -> None:
-    g = torch.Generator().manual_seed(3)
+    g = seeded(3)
     num_nodes, heads, channels = 7, 3, 4
     edge_index = _random_graph(num_nodes, 15, seed=4)
     x = torch.randn(num_nodes, heads, channels, generator=g, dtype=torch.float64)
@@ -137,7 +138,7 @@ def test_gat_denominator_matches_brute_force(variant: str, with_edges: bool) -> 
 def test_gat_paper_denominator_is_per_head() -> None:
     # Head h of a multi-head call equals a single-head call with head h's tensors: no mixing of heads
     # (the authors' code mixes them through a reshape; here that must not happen).
-    g = torch.Generator().manual_seed(5)
+    g = seeded(5)
     edge_index = _random_graph(6, 12, seed=6)
     x = torch.randn(6, 4, 3, generator=g) * torch.tensor([1.0, 10.0, 0.1, 3.0]).view(1, 4, 1)
     att_src, att_dst = torch.randn(1, 4, 3, generator=g), torch.randn(1, 4, 3, generator=g)
@@ -185,7 +186,7 @@ def test_transformer_denominator_by_hand() -> None:
 
 
 def test_transformer_denominator_matches_brute_force_multihead() -> None:
-    g = torch.Generator().manual_seed(8)
+    g = seeded(8)
     num_nodes, heads, channels = 6, 2, 3
     edge_index = _random_graph(num_nodes, 14, seed=9)
     index = edge_index[1]

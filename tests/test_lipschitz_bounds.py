@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from devices import seeded
 
 from lipgnn.lipschitz import (
     graph_layer_bound,
@@ -31,7 +32,7 @@ def test_phi_inverse_solves_phi(n: int) -> None:
 
 def test_tied_jacobian_never_exceeds_theorem_3_2() -> None:
     torch.manual_seed(0)
-    g = torch.Generator().manual_seed(0)
+    g = seeded(0)
     for heads, dim, n in ((1, 1, 6), (2, 4, 5), (1, 3, 4)):
         attn = L2MultiheadAttention(dim, heads).double()
         bound_inf, bound_2 = l2_mha_bound(attn, n, "inf"), l2_mha_bound(attn, n, 2)
@@ -82,7 +83,7 @@ def test_optimiser_finds_the_constant_of_a_linear_map() -> None:
 def test_optimiser_finds_the_constant_of_a_nonlinear_map() -> None:
     # f(x) = sin(3x) elementwise: Lip_inf = Lip_2 = 3, reached only where cos(3x_k) = +-1 for some k.
     f = lambda x: torch.sin(3.0 * x)  # noqa: E731
-    x0 = math.pi / 6 + 0.05 * torch.rand(4, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    x0 = math.pi / 6 + 0.05 * torch.rand(4, 6, dtype=torch.float64, generator=seeded(0))
     start = max(inf_norm(f, x) for x in x0)
     lb = maximise_jacobian_norm(f, x0, "inf", steps=150, lr=0.05, vectorize=True, trace_every=10)
     assert start < 1.0 and 2.99 < lb.best <= 3.0 + 1e-12
@@ -116,7 +117,7 @@ def test_spectral_ascent_is_reproducible_from_its_generator() -> None:
     runs = []
     for global_seed in (0, 1):
         torch.manual_seed(global_seed)
-        lb = maximise_jacobian_norm(attn, x0, 2, steps=1, generator=torch.Generator().manual_seed(5))
+        lb = maximise_jacobian_norm(attn, x0, 2, steps=1, generator=seeded(5))
         runs.append(lb.values)
     assert runs[0] == runs[1]
 
@@ -127,7 +128,7 @@ def test_lipschitznorm_attention_bounds_are_the_corollaries() -> None:
 
 
 def _random_graph(n: int, e: int, seed: int) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
+    g = seeded(seed)
     return torch.randint(0, n, (2, e), generator=g)
 
 
@@ -144,7 +145,7 @@ def test_graph_layer_bound_holds_for_lipschitznorm_layers(kind: str) -> None:
         plain = LipTransformerConv(3, 2, heads=2, lipschitz_norm=False).double().eval()
     bound = graph_layer_bound(conv, edge_index, n)
     assert math.isfinite(bound) and math.isinf(graph_layer_bound(plain, edge_index, n))
-    g = torch.Generator().manual_seed(6)
+    g = seeded(6)
     for scale in (0.01, 1.0, 100.0):
         for _ in range(4):
             x = scale * torch.randn(n, 3, generator=g, dtype=torch.float64)

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from devices import seeded
 
 from lipgnn.diagnostics.tracing import trace_layers
 from lipgnn.models import build_model
@@ -19,7 +20,7 @@ NUM_NODES, IN_CHANNELS = 300, 12
 
 def graph_with_parallel_edges_and_loops(seed: int = 0) -> torch.Tensor:
     """A random directed graph with repeated edges and some self-loops already present."""
-    gen = torch.Generator().manual_seed(seed)
+    gen = seeded(seed)
     ei = torch.randint(0, NUM_NODES, (2, 1500), generator=gen)
     loops = torch.arange(0, NUM_NODES, 7).repeat(2, 1)
     return torch.cat([ei, ei[:, :40], loops], dim=1)
@@ -29,8 +30,8 @@ def graph_with_parallel_edges_and_loops(seed: int = 0) -> torch.Tensor:
 def test_dropout_with_a_row_map_keeps_each_elements_decision(shape: tuple[int, int]) -> None:
     """Dropping a row-permuted tensor with ``rows`` gives exactly the permuted result of dropping the
     original (same seed), forward and backward, for even widths (carried state) and odd ones."""
-    x = torch.randn(*shape, generator=torch.Generator().manual_seed(1))
-    perm = torch.randperm(shape[0], generator=torch.Generator().manual_seed(2))
+    x = torch.randn(*shape, generator=seeded(1))
+    perm = torch.randperm(shape[0], generator=seeded(2))
     torch.manual_seed(5)
     plain = dropout(x, 0.6)
     torch.manual_seed(5)
@@ -82,7 +83,7 @@ def test_a_relabelled_stack_is_the_callers_run(monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.setattr(locality, "MIN_NODES", 0)
     ei = graph_with_parallel_edges_and_loops()
     # float64, so that only the masks could make a difference beyond summation order
-    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=seeded(3), dtype=torch.float64)
     model = _model(name, norm, heads).double().train()
     model.checkpoint_activations = recompute
     calls = []
@@ -112,7 +113,7 @@ def test_a_hooked_stack_runs_in_the_callers_order(monkeypatch: pytest.MonkeyPatc
     """Layer tracing (forward hooks on the blocks) sees every layer in the caller's order."""
     monkeypatch.setattr(locality, "MIN_NODES", 0)
     ei = graph_with_parallel_edges_and_loops()
-    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=torch.Generator().manual_seed(3))
+    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=seeded(3))
     model = _model("gat", "lip", 1)
     traced = trace_layers(model, x, ei)
     model.locality_order = False

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from devices import seeded
 from omegaconf import OmegaConf
 from torch_geometric.nn import GATConv, TransformerConv
 
@@ -55,7 +56,7 @@ def norm_cfg(name: str, /, **overrides):
 
 
 def random_graph(num_nodes: int = 30, num_edges: int = 90, num_features: int = 8, seed: int = 0):
-    g = torch.Generator().manual_seed(seed)
+    g = seeded(seed)
     x = torch.randn(num_nodes, num_features, generator=g)
     edge_index = torch.randint(0, num_nodes, (2, num_edges), generator=g)
     y = torch.randint(0, 3, (num_nodes,), generator=g)

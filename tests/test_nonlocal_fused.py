@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from devices import seeded
 from omegaconf import OmegaConf
 
 from lipgnn.data.spec import DataSpec
@@ -34,7 +35,7 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 
 def random_graph(seed: int = 0) -> torch.Tensor:
     """Random directed edges among the first 26 nodes (4 isolated), with a duplicate and a self-loop."""
-    gen = torch.Generator().manual_seed(seed)
+    gen = seeded(seed)
     ei = torch.randint(0, 26, (2, 110), generator=gen)
     return torch.cat([ei, ei[:, :5], torch.tensor([[3], [3]])], dim=1)
 
@@ -54,7 +55,7 @@ def _grads(module: torch.nn.Module, x: torch.Tensor, run) -> tuple[torch.Tensor,
     x = x.clone().requires_grad_(True)
     out = run(module, x)
     # A fixed random projection, so every output entry's gradient is checked.
-    weight = torch.randn(out.shape, generator=torch.Generator().manual_seed(3), dtype=out.dtype)
+    weight = torch.randn(out.shape, generator=seeded(3), dtype=out.dtype)
     (out * weight).sum().backward()
     return out.detach(), x.grad, {name: p.grad for name, p in module.named_parameters() if p.grad is not None}
 
@@ -96,7 +97,7 @@ def _san(impl: str, placement: str, source: str, grad: bool, dtype: torch.dtype)
 def test_fused_nonlocal_san_equals_pyg(
     placement: str, source: str, grad: bool, dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    x = torch.randn(NUM_NODES, 5, generator=torch.Generator().manual_seed(5), dtype=dtype)
+    x = torch.randn(NUM_NODES, 5, generator=seeded(5), dtype=dtype)
     edge_index = random_graph()
     ref = _grads(_san("pyg", placement, source, grad, dtype), x, lambda m, x: m(x, edge_index))
     fused_net = _san("fused", placement, source, grad, dtype)
@@ -124,7 +125,7 @@ def test_fused_nonlocal_conv_equals_pyg(kind: str, lip: bool, source: str, grad:
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """GT (with its root term ``lin_skip``) and GAT (bias), with and without LipschitzNorm, float64."""
     dtype = torch.float64
-    x = torch.randn(NUM_NODES, 7, generator=torch.Generator().manual_seed(2), dtype=dtype)
+    x = torch.randn(NUM_NODES, 7, generator=seeded(2), dtype=dtype)
     edge_index = random_graph(1)
     if kind == "gt":  # TransformerConv adds no self-loops: give every node one, as the models do
         loops = torch.arange(NUM_NODES).repeat(2, 1)
@@ -144,7 +145,7 @@ def test_csr_energy_equals_edgewise_energy_and_gradcheck() -> None:
     the attention values is the exact one (finite differences, float64)."""
     edge_index = random_graph(2)
     graph = get_csr_graph(edge_index, NUM_NODES, True)
-    gen = torch.Generator().manual_seed(4)
+    gen = seeded(4)
     x = torch.randn(NUM_NODES, 3, generator=gen, dtype=torch.float64, requires_grad=True)
     alpha = torch.rand(graph.num_edges, 2, generator=gen, dtype=torch.float64, requires_grad=True)
     torch.testing.assert_close(head_laplacian_energy_csr(x, alpha, graph),
@@ -168,7 +169,7 @@ def test_csr_energy_on_a_path_by_hand() -> None:
 def test_return_attention_weights_keeps_pyg_semantics(kind: str) -> None:
     """External callers asking for the weights still get PyG's (edge_index, alpha) in PyG's edge order."""
     ref, fused = _conv_pair(kind, False, torch.float32)
-    x = torch.randn(NUM_NODES, 7, generator=torch.Generator().manual_seed(8))
+    x = torch.randn(NUM_NODES, 7, generator=seeded(8))
     edge_index = random_graph(3)
     out_r, (ei_r, a_r) = ref(x, edge_index, return_attention_weights=True)
     out_f, (ei_f, a_f) = fused(x, edge_index, return_attention_weights=True)
@@ -181,7 +182,7 @@ def test_csr_heads_is_none_where_the_csr_path_does_not_cover_the_input() -> None
     """Bipartite input (and, for GT, edge features without edge_dim) → ``None``: NonlocalScale then
     uses the reference path, with the same result."""
     _, fused = _conv_pair("gt", False, torch.float64)
-    x = torch.randn(NUM_NODES, 7, generator=torch.Generator().manual_seed(9), dtype=torch.float64)
+    x = torch.randn(NUM_NODES, 7, generator=seeded(9), dtype=torch.float64)
     edge_index = random_graph(4)
     assert fused.csr_heads((x, x), edge_index) is None
     edge_attr = torch.randn(edge_index.size(1), 2, dtype=torch.float64)

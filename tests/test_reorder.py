@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import compose_cfg, files_under, run_cli
+from devices import seeded
 from torch_geometric.data import Data
 
 from lipgnn.data import load
@@ -21,10 +22,10 @@ from lipgnn.train.run import run
 
 def _shuffled_path(n: int, seed: int = 0) -> Data:
     """A path 0-1-...-(n-1), undirected, with its nodes relabelled by a random permutation ``label``."""
-    label = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+    label = torch.randperm(n, generator=seeded(seed))
     a, b = torch.arange(n - 1), torch.arange(1, n)
     edge_index = torch.stack([torch.cat([label[a], label[b]]), torch.cat([label[b], label[a]])])
-    x = torch.randn(n, 3, generator=torch.Generator().manual_seed(seed + 1))
+    x = torch.randn(n, 3, generator=seeded(seed + 1))
     mask = torch.zeros(n, dtype=torch.bool)
     mask[label[:2]] = True
     return Data(x=x, edge_index=edge_index, y=torch.arange(n), train_mask=mask,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from devices import seeded
 from omegaconf import OmegaConf
 from torch import nn
 
@@ -237,7 +238,7 @@ def test_256_layer_nonlocal_san_on_cora_runs() -> None:
 
 @pytest.mark.parametrize("use_nonlocal", [False, True])
 def test_fused_san_equals_pyg_san(use_nonlocal: bool) -> None:
-    x = torch.randn(4, 3, generator=torch.Generator().manual_seed(5))
+    x = torch.randn(4, 3, generator=seeded(5))
     outs = []
     for impl in ("pyg", "fused"):
         torch.manual_seed(6)

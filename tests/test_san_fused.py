@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from devices import seeded
 from omegaconf import OmegaConf
 from torch_geometric.utils import softmax
 
@@ -29,7 +30,7 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 
 def random_graph(n: int = 12, e: int = 40, seed: int = 0) -> CSRGraph:
     """Random directed edges (duplicates and self-loops normalised away), one self-loop per node."""
-    gen = torch.Generator().manual_seed(seed)
+    gen = seeded(seed)
     return CSRGraph.from_edge_index(torch.randint(0, n, (2, e), generator=gen), n, add_self_loops=True)
 
 
@@ -97,7 +98,7 @@ class _nothing:  # noqa: N801 - a no-op context manager, spelled like kernels.di
 def test_attention_equals_edgewise_reference(dtype: torch.dtype, with_x: bool, path: str) -> None:
     heads, width, dim = 3, 4, 5
     graph = random_graph()
-    gen = torch.Generator().manual_seed(1)
+    gen = seeded(1)
     qkv = torch.randn(graph.num_src, 3 * heads * width, generator=gen, dtype=dtype) * 2
     x = torch.randn(graph.num_src, dim, generator=gen, dtype=dtype)
     w_out = torch.randn(graph.num_src, heads * width, generator=gen, dtype=dtype)
@@ -124,7 +125,7 @@ def test_attention_equals_edgewise_reference(dtype: torch.dtype, with_x: bool, p
 def test_attention_gradcheck() -> None:
     heads, width = 2, 3
     graph = random_graph(8, 20, seed=2)
-    gen = torch.Generator().manual_seed(3)
+    gen = seeded(3)
     qkv = torch.randn(8, 3 * heads * width, generator=gen, dtype=torch.float64, requires_grad=True)
     x = torch.randn(8, 4, generator=gen, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda a, b: san_attention(a, graph, heads, width, b), (qkv, x))
@@ -147,7 +148,7 @@ def test_fused_san_training_step_equals_pyg(placement: str, use_nonlocal: bool, 
     """Outputs and every parameter's gradient of a 3-layer SAN in training mode (float64: without
     LayerNorm the nonlocal factors compound beyond a float32 comparison)."""
     dtype = torch.float64
-    gen = torch.Generator().manual_seed(7)
+    gen = seeded(7)
     x = torch.randn(30, 5, generator=gen, dtype=dtype)
     edge_index = torch.randint(0, 26, (2, 110), generator=gen)
     results = []
@@ -157,7 +158,7 @@ def test_fused_san_training_step_equals_pyg(placement: str, use_nonlocal: bool, 
             assert all(block.fused_path(x, None) for block in net.blocks)
         with kernels.disabled() if path == "eager" and impl == "fused" else _nothing():
             out = net(x, edge_index)
-            (out * torch.randn(out.shape, generator=torch.Generator().manual_seed(8), dtype=dtype)).sum().backward()
+            (out * torch.randn(out.shape, generator=seeded(8), dtype=dtype)).sum().backward()
         results.append((out.detach(), {n: p.grad for n, p in net.named_parameters()}))
     (out_r, grads_r), (out_f, grads_f) = results
     _close(out_f, out_r, "output")
@@ -177,7 +178,7 @@ def _close(actual: torch.Tensor, expected: torch.Tensor, name: str) -> None:
 
 
 def test_fused_san_float32_equals_pyg_within_1e5() -> None:
-    gen = torch.Generator().manual_seed(9)
+    gen = seeded(9)
     x = torch.randn(30, 5, generator=gen)
     edge_index = torch.randint(0, 26, (2, 110), generator=gen)
     outs = []
