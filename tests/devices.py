@@ -13,3 +13,23 @@ import torch
 def seeded(seed: int) -> torch.Generator:
     """A generator on the default device, seeded."""
     return torch.Generator(torch.get_default_device()).manual_seed(seed)
+
+
+def on_device(module: torch.nn.Module) -> torch.nn.Module:
+    """``module`` on the default device. Needed for PyG's ``GatedGraphConv``, whose weight comes from the
+    legacy ``torch.Tensor`` constructor, which ignores the default device (the trainer moves every model)."""
+    return module.to(torch.get_default_device())
+
+
+def exact() -> dict[str, float]:
+    """Tolerances for "the same computation twice gives the same numbers": bitwise on CPU. On CUDA, PyG's
+    scatter sums accumulate with atomics in no fixed order, so two runs agree to float rounding only."""
+    if torch.get_default_device().type == "cuda":
+        return {"rtol": 1.3e-6, "atol": 1e-6}
+    return {"rtol": 0.0, "atol": 0.0}
+
+
+def nondet_tol() -> float:
+    """``gradcheck``'s ``nondet_tol``: 0 on CPU; on CUDA the scatter sums of a backward pass are atomics,
+    so running it twice on the same input differs by float64 rounding."""
+    return 1e-12 if torch.get_default_device().type == "cuda" else 0.0

@@ -7,6 +7,7 @@ from types import ModuleType
 
 import pytest
 import torch
+from devices import on_device
 
 
 def awkward_graph() -> torch.Tensor:
@@ -37,7 +38,8 @@ def models_by_impl(name: str, impls: tuple[str, ...] = ("pyg", "fused"), norm: s
     for impl in impls:
         cfg = OmegaConf.create({"name": name, "hidden": 8, "dropout": 0.0, "impl": impl})
         torch.manual_seed(0)
-        nets[impl] = build_model(cfg, OmegaConf.create({"name": norm}), DataSpec(num_features=6, num_classes=3), 3)
+        spec = DataSpec(num_features=6, num_classes=3)
+        nets[impl] = on_device(build_model(cfg, OmegaConf.create({"name": norm}), spec, 3))
     return nets
 
 

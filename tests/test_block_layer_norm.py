@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from devices import seeded
+from devices import exact, on_device, seeded
 from omegaconf import OmegaConf
 from torch import nn
 from torch_geometric.nn import GCNConv
@@ -92,12 +92,13 @@ def test_layer_norm_none_and_default_activation_leave_every_model_unchanged(name
     for key in ("layer_norm", "activation"):
         old_cfg.pop(key)  # a config written before the keys existed
     torch.manual_seed(0)
-    old = build_model(old_cfg, OmegaConf.create({"name": "none"}), spec, 3).eval()
+    old = on_device(build_model(old_cfg, OmegaConf.create({"name": "none"}), spec, 3)).eval()
     torch.manual_seed(0)
-    new = build_model(_cfg(name, layer_norm="none", activation="default"), OmegaConf.create({"name": "none"}), spec, 3)
+    new = on_device(build_model(_cfg(name, layer_norm="none", activation="default"), OmegaConf.create({"name": "none"}),
+                                spec, 3))
     new.eval()
     assert list(old.state_dict()) == list(new.state_dict())
-    assert torch.equal(old(x, edge_index), new(x, edge_index))
+    torch.testing.assert_close(old(x, edge_index), new(x, edge_index), **exact())
 
 
 @pytest.mark.parametrize("name", MODEL_NAMES)
@@ -105,7 +106,7 @@ def test_layer_norm_none_and_default_activation_leave_every_model_unchanged(name
 def test_every_model_builds_with_pre_and_post(name: str, placement: str) -> None:
     spec = DataSpec(num_features=5, num_classes=3)
     torch.manual_seed(0)
-    net = build_model(_cfg(name, layer_norm=placement), OmegaConf.create({"name": "none"}), spec, 2)
+    net = on_device(build_model(_cfg(name, layer_norm=placement), OmegaConf.create({"name": "none"}), spec, 2))
     assert all(block.placement == placement and isinstance(block.block_norm, nn.LayerNorm) for block in net.blocks)
     out = net(torch.randn(6, 5), torch.tensor([[0, 1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 0]]))
     out.sum().backward()

@@ -29,9 +29,7 @@ from lipgnn.nn.fused.gat_conv import _NodeScores
 from lipgnn.nn.fused.lipschitz_csr import _NeighbourMaxPair
 from lipgnn.nn.fused.sparse import _GATScaledScores, _RowScale, csr_spmm
 
-pytestmark = pytest.mark.cpu_only
-
-pytestmark = pytest.mark.skipif(kernels.numba is None, reason="numba not installed")
+pytestmark = [pytest.mark.skipif(kernels.numba is None, reason="numba not installed"), pytest.mark.cpu_only]
 
 
 def graph_with_ties_and_empty_rows() -> CSRGraph:

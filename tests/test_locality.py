@@ -26,6 +26,7 @@ def graph_with_parallel_edges_and_loops(seed: int = 0) -> torch.Tensor:
     return torch.cat([ei, ei[:, :40], loops], dim=1)
 
 
+@pytest.mark.cpu_only
 @pytest.mark.parametrize("shape", [(257, 64), (301, 1), (120, 3), (9, 8)])
 def test_dropout_with_a_row_map_keeps_each_elements_decision(shape: tuple[int, int]) -> None:
     """Dropping a row-permuted tensor with ``rows`` gives exactly the permuted result of dropping the
@@ -72,6 +73,7 @@ def _model(name: str, norm: str, heads: int) -> torch.nn.Module:
     return build_model(cfg, SimpleNamespace(name=norm), spec, 4)
 
 
+@pytest.mark.cpu_only
 @pytest.mark.parametrize("name, norm, heads, recompute", [("gat", "lip", 1, False), ("gat", "none", 2, False),
                                                       ("gt", "lip", 2, False), ("gat", "lip", 1, True)])
 def test_a_relabelled_stack_is_the_callers_run(monkeypatch: pytest.MonkeyPatch, name: str, norm: str,

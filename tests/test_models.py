@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from devices import seeded
+from devices import exact, on_device, seeded
 from omegaconf import OmegaConf
 from torch_geometric.nn import GATConv, TransformerConv
 
@@ -71,7 +71,7 @@ def random_graph(num_nodes: int = 30, num_edges: int = 90, num_features: int = 8
 def test_every_combination_runs_forward_backward(model: str, norm: str, depth: int) -> None:
     torch.manual_seed(0)
     x, edge_index, y = random_graph()
-    net = build_model(model_cfg(model), norm_cfg(norm), DataSpec(num_features=8, num_classes=3), depth)
+    net = on_device(build_model(model_cfg(model), norm_cfg(norm), DataSpec(num_features=8, num_classes=3), depth))
     assert isinstance(net, DeepGNN) and net.depth == depth
     assert len(net.attention_layers()) == (depth if model in ATTENTION_MODELS else 0)
     net.train()
@@ -219,7 +219,7 @@ def test_gat_pairnorm_block_order_by_hand() -> None:
         # PairNorm's defining property (scale 1): centred, mean squared row norm 1.
         assert h.mean(0).abs().max() < 1e-5
         assert h.pow(2).sum(1).mean().item() == pytest.approx(1.0, rel=1e-3)
-    torch.testing.assert_close(net(x, edge_index), net.head(h), rtol=0, atol=0)
+    torch.testing.assert_close(net(x, edge_index), net.head(h), **exact())
 
 
 def test_gt_layernorm_block_order_by_hand() -> None:
@@ -231,7 +231,7 @@ def test_gt_layernorm_block_order_by_hand() -> None:
     h = net.encoder(x)
     h = F.elu(net.blocks[0].layer_norm(net.blocks[0].conv(h, edge_index)))
     h = net.blocks[1].layer_norm(net.blocks[1].conv(h, edge_index))
-    torch.testing.assert_close(net(x, edge_index), net.head(h), rtol=0, atol=0)
+    torch.testing.assert_close(net(x, edge_index), net.head(h), **exact())
 
 
 def test_residual_adds_block_input_after_norm() -> None:
@@ -242,11 +242,11 @@ def test_residual_adds_block_input_after_norm() -> None:
     block = net.blocks[0]
     h0 = torch.randn(30, 16)
     expected = block.pair_norm(F.elu(block.conv(h0, edge_index))) + h0
-    torch.testing.assert_close(block(h0, edge_index), expected, rtol=0, atol=0)
+    torch.testing.assert_close(block(h0, edge_index), expected, **exact())
     no_res = build_model(model_cfg("gat", dropout=0.0, attn_dropout=0.0), norm_cfg("pairnorm"),
                          DataSpec(8, 3), 2).eval()
     no_res.load_state_dict(net.state_dict())
-    torch.testing.assert_close(no_res.blocks[0](h0, edge_index) + h0, expected, rtol=0, atol=0)
+    torch.testing.assert_close(no_res.blocks[0](h0, edge_index) + h0, expected, **exact())
 
 
 def test_gcnii_uses_initial_representation_and_relu_everywhere() -> None:
@@ -257,7 +257,7 @@ def test_gcnii_uses_initial_representation_and_relu_everywhere() -> None:
     h = x0
     for block in net.blocks:
         h = F.relu(block.conv(h, x0, edge_index))
-    torch.testing.assert_close(net(x, edge_index), net.head(h), rtol=0, atol=0)
+    torch.testing.assert_close(net(x, edge_index), net.head(h), **exact())
 
 
 @pytest.mark.parametrize(("model", "pyg_cls"), [("gat", GATConv), ("gt", TransformerConv)])
@@ -270,7 +270,7 @@ def test_attention_convs_equal_pyg_layer_without_lip(model: str, pyg_cls: type) 
     ref = pyg_cls(16, 8, heads=2, concat=True, **kwargs).eval()
     ref.load_state_dict(conv.state_dict())
     h, edge_index = torch.randn(30, 16), random_graph()[1]
-    torch.testing.assert_close(conv(h, edge_index), ref(h, edge_index), rtol=0, atol=0)
+    torch.testing.assert_close(conv(h, edge_index), ref(h, edge_index), **exact())
 
 
 @pytest.mark.parametrize("model", ATTENTION_MODELS)
@@ -288,7 +288,7 @@ def test_edge_features_reach_attention_layers(model: str) -> None:
         assert any(p is net.attention_layers()[0].att_edge for p in attention_parameters(net.attention_layers()[0]))
     # Built without edge_dim, the model ignores edge features a dataset happens to carry.
     plain = build_model(model_cfg(model), norm_cfg("lip"), DataSpec(8, 3), 2).eval()
-    torch.testing.assert_close(plain(x, edge_index, edge_attr), plain(x, edge_index), rtol=0, atol=0)
+    torch.testing.assert_close(plain(x, edge_index, edge_attr), plain(x, edge_index), **exact())
 
 
 def test_embedding_input_for_trees() -> None:
@@ -362,9 +362,9 @@ def test_activation_checkpointing_is_exact(model: str, impl: str, norm: str) -> 
     assert len(calls) == 1
     out_b, grads_b = run(True)
     assert len(calls) == 3  # forward + recomputation in backward: checkpointing really happened
-    torch.testing.assert_close(out_a, out_b, rtol=0, atol=0)
+    torch.testing.assert_close(out_a, out_b, **exact())
     for k in grads_a:
-        torch.testing.assert_close(grads_a[k], grads_b[k], rtol=0, atol=0, msg=k)
+        torch.testing.assert_close(grads_a[k], grads_b[k], **exact(), msg=k)
     # A different seed gives different dropout masks, so the equality above is not vacuous.
     net.checkpoint_activations = False
     torch.manual_seed(321)

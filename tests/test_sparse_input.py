@@ -48,6 +48,7 @@ def test_csr_t_matmul_matches_hand_computed_product() -> None:
     assert torch.equal(kernels.csr_t_matmul(x, g), expected)
 
 
+@pytest.mark.cpu_only
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_values_and_gradients_equal_nn_linear_from_the_second_forward_on(dtype: torch.dtype) -> None:
     ours, ref = _pair(dtype=dtype)
@@ -64,6 +65,7 @@ def test_values_and_gradients_equal_nn_linear_from_the_second_forward_on(dtype: 
             torch.testing.assert_close(a, b, rtol=tol, atol=tol)
 
 
+@pytest.mark.cpu_only
 def test_dense_features_stay_dense() -> None:
     ours, _ = _pair()
     x = _sparse_features(density=min(1.0, 2 * MAX_DENSITY))
