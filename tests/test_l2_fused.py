@@ -1,7 +1,8 @@
 """GT's L2 scores (Kim et al. eq. 10 on graphs, ``score="l2"``) on the CSR fast path: the fused layer and a
 ``model.impl=fused`` model equal the reference ``LipTransformerConv`` / ``model.impl=pyg`` one, values and
 gradients w.r.t. the input and every parameter within 1e-5 (float32), tied and untied, with the compiled
-loops and with their eager twins."""
+loops and with their eager twins. On CUDA the elementwise tolerance of the L2 query/key gradients is 5e-5
+(see ``_tol``); the accuracy test below holds on both devices."""
 
 from __future__ import annotations
 
@@ -36,14 +37,22 @@ def _graph(seed: int) -> torch.Tensor:
     return torch.cat([ei, ei[:, :20], torch.tensor([[1, 1, 5], [1, 1, 5]])], dim=1)
 
 
+def _tol() -> dict[str, float]:
+    # On CUDA, PyG's own L2 query/key gradients differ by up to 1.1e-5 between two runs on the same input
+    # (its scatter sums are atomics), and fused against PyG by up to 3.4e-5 over 20 seeds, each within
+    # 3.6e-5 of float64 (H100, docs/performance.md). 1e-5 elementwise cannot hold there even for PyG itself.
+    return {"atol": 5e-5, "rtol": 1e-5} if torch.get_default_device().type == "cuda" else TOL
+
+
 def _assert_same(ref: nn.Module, fused: nn.Module, x: torch.Tensor, *args) -> None:
+    tol = _tol()
     x_ref, x_fused = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
     out_ref, out_fused = ref(x_ref, *args), fused(x_fused, *args)
-    torch.testing.assert_close(out_fused, out_ref, **TOL)
+    torch.testing.assert_close(out_fused, out_ref, **tol)
     weight = torch.randn(out_ref.shape, generator=seeded(3))
     (out_ref * weight).sum().backward()
     (out_fused * weight).sum().backward()
-    torch.testing.assert_close(x_fused.grad, x_ref.grad, **TOL)
+    torch.testing.assert_close(x_fused.grad, x_ref.grad, **tol)
     ref_params, fused_params = dict(ref.named_parameters()), dict(fused.named_parameters())
     assert ref_params.keys() == fused_params.keys()
     for name, p in ref_params.items():
@@ -51,7 +60,7 @@ def _assert_same(ref: nn.Module, fused: nn.Module, x: torch.Tensor, *args) -> No
             assert fused_params[name].grad is None, name
             continue
         assert fused_params[name].grad is not None, name
-        torch.testing.assert_close(fused_params[name].grad, p.grad, **TOL, msg=lambda m, n=name: f"grad of {n}: {m}")
+        torch.testing.assert_close(fused_params[name].grad, p.grad, **tol, msg=lambda m, n=name: f"grad of {n}: {m}")
 
 
 @pytest.mark.parametrize("tie_qk", [True, False], ids=["tied", "untied"])
@@ -71,6 +80,38 @@ def test_fused_l2_layer_equals_reference(tie_qk: bool, heads: int, concat: bool,
     assert (fused.lin_key is fused.lin_query) == tie_qk
     x = torch.randn(NUM_NODES, IN_CHANNELS, generator=seeded(4))
     _assert_same(ref, fused, x, _graph(heads))
+
+
+def _param_grads(module: nn.Module, x: torch.Tensor, edge_index: torch.Tensor, weight: torch.Tensor,
+                 ) -> dict[str, torch.Tensor]:
+    module.zero_grad(set_to_none=True)
+    leaf = x.clone().requires_grad_(True)
+    (module(leaf, edge_index) * weight).sum().backward()
+    return {"x": leaf.grad, **{n: p.grad for n, p in module.named_parameters() if p.grad is not None}}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fused_l2_gradients_are_as_accurate_as_pyg(seed: int) -> None:
+    """Against the reference layer run in float64, every float32 gradient of the fused layer is at most
+    twice as far off as the reference layer's own float32 gradient (+1e-6). Elementwise agreement of the
+    two float32 paths depends on the seed: over 20 seeds they differ by up to 9e-5 on CPU, each up to
+    1.2e-4 from float64, since the L2 score's query/key gradients sum terms that cancel."""
+    torch.manual_seed(1)
+    kwargs = {"heads": 2, "concat": True, "lipschitz_norm": False, "score": "l2", "tie_qk": False}
+    ref = LipTransformerConv(IN_CHANNELS, 6, **kwargs)
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.copy_(torch.randn(p.shape, generator=seeded(20 + seed)) * 0.5)
+    fused = FusedLipTransformerConv(IN_CHANNELS, 6, **kwargs)
+    fused.load_state_dict(ref.state_dict())
+    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=seeded(30 + seed))
+    edge_index, weight = _graph(40 + seed), torch.randn(NUM_NODES, 12, generator=seeded(50 + seed))
+    got, pyg = _param_grads(fused, x, edge_index, weight), _param_grads(ref, x, edge_index, weight)
+    truth = _param_grads(ref.double(), x.double(), edge_index, weight.double())
+    assert got.keys() == truth.keys()
+    for name, want in truth.items():
+        err, ref_err = ((g[name].double() - want).abs().max().item() for g in (got, pyg))
+        assert err <= 2 * ref_err + 1e-6, f"{name}: fused off by {err:.2e}, the reference float32 by {ref_err:.2e}"
 
 
 def test_fused_l2_model_equals_pyg_model() -> None:
