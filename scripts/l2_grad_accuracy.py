@@ -12,17 +12,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from devices import seeded  # noqa: E402
-from test_l2_fused import IN_CHANNELS, NUM_NODES, _graph  # noqa: E402
+from test_l2_fused import IN_CHANNELS, NUM_NODES, _graph, l2_pair, param_grads  # noqa: E402
 
-from lipgnn.nn import FusedLipTransformerConv, LipTransformerConv  # noqa: E402
 from lipgnn.nn.fused import kernels  # noqa: E402
-
-
-def grads(module: torch.nn.Module, x: torch.Tensor, ei: torch.Tensor, w: torch.Tensor) -> dict[str, torch.Tensor]:
-    module.zero_grad(set_to_none=True)
-    leaf = x.clone().requires_grad_(True)
-    (module(leaf, ei) * w).sum().backward()
-    return {n: p.grad.clone() for n, p in module.named_parameters() if p.grad is not None} | {"x": leaf.grad}
 
 
 def main(device: str) -> None:
@@ -34,21 +26,14 @@ def main(device: str) -> None:
         worst[(tag, name)] = max(worst.get((tag, name), 0.0), value)
 
     for seed in range(20):
-        torch.manual_seed(1)
-        kw = {"heads": 2, "concat": True, "lipschitz_norm": False, "score": "l2", "tie_qk": False}
-        ref = LipTransformerConv(IN_CHANNELS, 6, **kw)
-        with torch.no_grad():
-            for p in ref.parameters():
-                p.copy_(torch.randn(p.shape, generator=seeded(2 + seed)) * 0.5)
-        fused = FusedLipTransformerConv(IN_CHANNELS, 6, **kw)
-        fused.load_state_dict(ref.state_dict())
+        ref, fused = l2_pair(2 + seed, heads=2, concat=True, tie_qk=False)
         x, ei = torch.randn(NUM_NODES, IN_CHANNELS, generator=seeded(4 + seed)), _graph(2 + seed)
         w = torch.randn(NUM_NODES, 12, generator=seeded(3 + seed))
-        truth = grads(ref.double(), x.double(), ei, w.double())
+        truth = param_grads(ref.double(), x.double(), ei, w.double())
         ref.float()
         with kernels.disabled():
-            got = grads(fused, x, ei, w)
-        pyg, pyg2 = grads(ref, x, ei, w), grads(ref, x, ei, w)
+            got = param_grads(fused, x, ei, w)
+        pyg, pyg2 = param_grads(ref, x, ei, w), param_grads(ref, x, ei, w)
         for n, want in truth.items():
             keep("fused", n, (got[n].double() - want).abs().max().item())
             keep("pyg", n, (pyg[n].double() - want).abs().max().item())

@@ -69,25 +69,32 @@ def _assert_same(ref: nn.Module, fused: nn.Module, x: torch.Tensor, *args) -> No
     (2, False, {"root_weight": False, "bias": False}),
 ])
 def test_fused_l2_layer_equals_reference(tie_qk: bool, heads: int, concat: bool, options: dict) -> None:
-    torch.manual_seed(1)
-    kwargs = {"heads": heads, "concat": concat, "lipschitz_norm": False, "score": "l2", "tie_qk": tie_qk, **options}
-    ref = LipTransformerConv(IN_CHANNELS, 6, **kwargs)
-    with torch.no_grad():  # non-zero biases, so their gradients are exercised too
-        for p in ref.parameters():
-            p.copy_(torch.randn(p.shape, generator=seeded(2)) * 0.5)
-    fused = FusedLipTransformerConv(IN_CHANNELS, 6, **kwargs)
-    fused.load_state_dict(ref.state_dict())
+    ref, fused = l2_pair(2, heads=heads, concat=concat, tie_qk=tie_qk, **options)
     assert (fused.lin_key is fused.lin_query) == tie_qk
     x = torch.randn(NUM_NODES, IN_CHANNELS, generator=seeded(4))
     _assert_same(ref, fused, x, _graph(heads))
 
 
-def _param_grads(module: nn.Module, x: torch.Tensor, edge_index: torch.Tensor, weight: torch.Tensor,
+def l2_pair(param_seed: int, **kwargs) -> tuple[LipTransformerConv, FusedLipTransformerConv]:
+    """The reference L2 layer (no LipschitzNorm) with random non-zero parameters, so that the biases'
+    gradients are exercised too, and the fused layer holding the same weights."""
+    torch.manual_seed(1)
+    ref = LipTransformerConv(IN_CHANNELS, 6, lipschitz_norm=False, score="l2", **kwargs)
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.copy_(torch.randn(p.shape, generator=seeded(param_seed)) * 0.5)
+    fused = FusedLipTransformerConv(IN_CHANNELS, 6, lipschitz_norm=False, score="l2", **kwargs)
+    fused.load_state_dict(ref.state_dict())
+    return ref, fused
+
+
+def param_grads(module: nn.Module, x: torch.Tensor, edge_index: torch.Tensor, weight: torch.Tensor,
                  ) -> dict[str, torch.Tensor]:
     module.zero_grad(set_to_none=True)
     leaf = x.clone().requires_grad_(True)
     (module(leaf, edge_index) * weight).sum().backward()
-    return {"x": leaf.grad, **{n: p.grad for n, p in module.named_parameters() if p.grad is not None}}
+    # copies: converting the module later (.float()) would convert its .grad tensors in place
+    return {"x": leaf.grad, **{n: p.grad.clone() for n, p in module.named_parameters() if p.grad is not None}}
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -96,18 +103,11 @@ def test_fused_l2_gradients_are_as_accurate_as_pyg(seed: int) -> None:
     twice as far off as the reference layer's own float32 gradient (+1e-6). Elementwise agreement of the
     two float32 paths depends on the seed: over 20 seeds they differ by up to 9e-5 on CPU, each up to
     1.2e-4 from float64, since the L2 score's query/key gradients sum terms that cancel."""
-    torch.manual_seed(1)
-    kwargs = {"heads": 2, "concat": True, "lipschitz_norm": False, "score": "l2", "tie_qk": False}
-    ref = LipTransformerConv(IN_CHANNELS, 6, **kwargs)
-    with torch.no_grad():
-        for p in ref.parameters():
-            p.copy_(torch.randn(p.shape, generator=seeded(20 + seed)) * 0.5)
-    fused = FusedLipTransformerConv(IN_CHANNELS, 6, **kwargs)
-    fused.load_state_dict(ref.state_dict())
+    ref, fused = l2_pair(20 + seed, heads=2, concat=True, tie_qk=False)
     x = torch.randn(NUM_NODES, IN_CHANNELS, generator=seeded(30 + seed))
     edge_index, weight = _graph(40 + seed), torch.randn(NUM_NODES, 12, generator=seeded(50 + seed))
-    got, pyg = _param_grads(fused, x, edge_index, weight), _param_grads(ref, x, edge_index, weight)
-    truth = _param_grads(ref.double(), x.double(), edge_index, weight.double())
+    got, pyg = param_grads(fused, x, edge_index, weight), param_grads(ref, x, edge_index, weight)
+    truth = param_grads(ref.double(), x.double(), edge_index, weight.double())
     assert got.keys() == truth.keys()
     for name, want in truth.items():
         err, ref_err = ((g[name].double() - want).abs().max().item() for g in (got, pyg))
