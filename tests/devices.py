@@ -7,6 +7,8 @@ where the fused layers take the eager twins that the other tests cover).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 
@@ -33,3 +35,8 @@ def nondet_tol() -> float:
     """``gradcheck``'s ``nondet_tol``: 0 on CPU; on CUDA the scatter sums of a backward pass are atomics,
     so running it twice on the same input differs by float64 rounding."""
     return 1e-12 if torch.get_default_device().type == "cuda" else 0.0
+
+
+def gradcheck(fn: Callable[..., object], inputs: tuple[torch.Tensor, ...], **kwargs: object) -> bool:
+    """``torch.autograd.gradcheck`` with :func:`nondet_tol` for the device."""
+    return torch.autograd.gradcheck(fn, inputs, nondet_tol=nondet_tol(), **kwargs)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from devices import seeded
+from devices import gradcheck, seeded
 from plain_fused import awkward_graph, models_by_impl
 from torch_geometric.nn.norm import PairNorm
 
@@ -44,7 +44,7 @@ def test_fused_pair_norm_equals_pyg_values_and_gradients(dtype: torch.dtype, sca
     for a, b in zip(outs[1], outs[0], strict=True):
         torch.testing.assert_close(a, b, atol=tol, rtol=tol)
     xd = torch.randn(6, 3, dtype=torch.float64, generator=gen, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda t: FusedPairNorm(scale=1.7)(t), (xd,))
+    assert gradcheck(lambda t: FusedPairNorm(scale=1.7)(t), (xd,))
 
 
 def test_fused_pair_norm_falls_back_where_pyg_options_differ() -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from devices import nondet_tol, seeded
+from devices import gradcheck, seeded
 from omegaconf import OmegaConf
 from torch_geometric.utils import softmax
 
@@ -128,9 +128,8 @@ def test_attention_gradcheck() -> None:
     gen = seeded(3)
     qkv = torch.randn(8, 3 * heads * width, generator=gen, dtype=torch.float64, requires_grad=True)
     x = torch.randn(8, 4, generator=gen, dtype=torch.float64, requires_grad=True)
-    tol = nondet_tol()
-    assert torch.autograd.gradcheck(lambda a, b: san_attention(a, graph, heads, width, b), (qkv, x), nondet_tol=tol)
-    assert torch.autograd.gradcheck(lambda a: san_attention(a, graph, heads, width)[0], (qkv,), nondet_tol=tol)
+    assert gradcheck(lambda a, b: san_attention(a, graph, heads, width, b), (qkv, x))
+    assert gradcheck(lambda a: san_attention(a, graph, heads, width)[0], (qkv,))
 
 
 def _san(impl: str, placement: str, use_nonlocal: bool, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
