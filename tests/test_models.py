@@ -24,7 +24,7 @@ from lipgnn.models import (
     attention_parameters,
     build_model,
 )
-from lipgnn.models.builder import resolve_impl
+from lipgnn.models.builder import plain_conv_class, resolve_impl
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 NON_ATTENTION = [m for m in MODEL_NAMES if m not in ATTENTION_MODELS]
@@ -117,6 +117,21 @@ def test_config_errors() -> None:
         build_model(model_cfg("gat"), norm_cfg("lip", formula="exact"), spec, 2)
     with pytest.raises(ConfigError, match=r"norm.mode=batch is unknown"):
         build_model(model_cfg("gt"), norm_cfg("layernorm", mode="batch"), spec, 2)
+
+
+def test_plain_conv_class_picks_the_stock_layer_or_its_csr_twin() -> None:
+    from torch_geometric.nn import GatedGraphConv, GCNConv, GINConv
+
+    from lipgnn.nn.fused import FusedGatedGraphConv, FusedGCNConv, FusedGINConv
+
+    for name, stock, fused in [("gcn", GCNConv, FusedGCNConv), ("ggnn", GatedGraphConv, FusedGatedGraphConv),
+                               ("gin", GINConv, FusedGINConv)]:
+        assert plain_conv_class(name, "pyg") is stock
+        assert plain_conv_class(name, "fused") is fused and issubclass(fused, stock)  # drop-in: same constructor
+    with pytest.raises(ConfigError, match="model.impl=auto is unknown"):
+        plain_conv_class("gcn", "auto")  # takes the resolved impl only
+    with pytest.raises(ValueError, match="gat has no plain"):
+        plain_conv_class("gat", "pyg")
 
 
 def test_impl_fused_builds_the_fused_layers_with_the_pyg_state_dict() -> None:

@@ -10,6 +10,7 @@ from lipgnn.models.builder import (
     NORM_NAMES,
     attention_conv_classes,
     build_model,
+    plain_conv_class,
     xavier_init_,
 )
 from lipgnn.models.deep import DeepGNN
@@ -33,5 +34,6 @@ __all__ = [
     "attention_parameters",
     "build_model",
     "head_laplacian_energy",
+    "plain_conv_class",
     "xavier_init_",
 ]

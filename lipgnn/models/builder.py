@@ -31,15 +31,16 @@ GAT/GT always use the Lip classes: with ``norm != lip`` they are built with ``li
 whichever norm they were trained with.
 
 ``model.impl=auto`` (the shipped default) builds the layers of every model in ``FUSED_MODELS`` ``fused`` on CPU and
-``pyg`` elsewhere (:func:`resolve_impl`: the fused path's speed comes from compiled CPU loops, and
-its CUDA twins have not been measured against PyG's CUDA kernels), and gives every model the
-sparse-feature encoder (:func:`input_linear_class`) and PairNorm (:func:`pair_norm_class`); ``pyg`` is stock
-throughout. The classes are chosen in one place,
-:func:`attention_conv_classes`: ``pyg`` → ``lipgnn.nn``; ``fused`` → ``lipgnn.nn.fused`` (imported
-lazily), which must provide ``FusedLipGATConv`` and ``FusedLipTransformerConv`` with the constructors
-of ``LipGATConv`` / ``LipTransformerConv``, and the ELU those blocks use (``lipgnn.nn.fused.ELU``: the
-same function as ``torch.nn.ELU``, a compiled loop on CPU, which a fused GAT layer applies together
-with its bias).
+``pyg`` elsewhere (:func:`resolve_impl`: the fused path's speed comes from compiled CPU loops; on an
+H100 its CUDA twins were slower than PyG's layers on Planetoid-sized graphs, docs/performance.md), and
+gives every model the sparse-feature encoder (:func:`input_linear_class`) and PairNorm
+(:func:`pair_norm_class`); ``pyg`` is stock throughout. The layer classes are chosen in two places:
+:func:`attention_conv_classes` (GAT, GT): ``pyg`` → ``lipgnn.nn``; ``fused`` → ``lipgnn.nn.fused``
+(imported lazily), which must provide ``FusedLipGATConv`` and ``FusedLipTransformerConv`` with the
+constructors of ``LipGATConv`` / ``LipTransformerConv``, and the ELU those blocks use
+(``lipgnn.nn.fused.ELU``: the same function as ``torch.nn.ELU``, a compiled loop on CPU, which a fused
+GAT layer applies together with its bias); :func:`plain_conv_class` (GCN, GGNN, GIN): PyG's layer or
+its drop-in CSR twin.
 """
 
 from __future__ import annotations
@@ -162,6 +163,23 @@ def attention_conv_classes(impl: str) -> tuple[type[nn.Module], type[nn.Module]]
         from lipgnn.nn.fused import FusedLipGATConv, FusedLipTransformerConv
 
         return FusedLipGATConv, FusedLipTransformerConv
+    raise ConfigError(f"model.impl={impl} is unknown; choose one of: {', '.join(IMPLS)}")
+
+
+def plain_conv_class(name: str, impl: str) -> type[nn.Module]:
+    """The conv of ``gcn``, ``ggnn`` or ``gin`` for the *resolved* ``model.impl`` (``pyg`` or ``fused``): PyG's
+    layer, or its drop-in CSR twin (same constructor and ``state_dict``): ``FusedGCNConv`` (the normalised
+    propagation as one CSR product), ``FusedGatedGraphConv`` (the message sum as one CSR product, a compiled
+    GRU cell), ``FusedGINConv`` (the neighbour sum as one CSR product)."""
+    stock: dict[str, type[nn.Module]] = {"gcn": GCNConv, "ggnn": GatedGraphConv, "gin": GINConv}
+    if name not in stock:
+        raise ValueError(f"{name} has no plain message-passing conv; expected one of {', '.join(stock)}")
+    if impl == "pyg":
+        return stock[name]
+    if impl == "fused":
+        from lipgnn.nn.fused import FusedGatedGraphConv, FusedGCNConv, FusedGINConv
+
+        return {"gcn": FusedGCNConv, "ggnn": FusedGatedGraphConv, "gin": FusedGINConv}[name]
     raise ConfigError(f"model.impl={impl} is unknown; choose one of: {', '.join(IMPLS)}")
 
 
@@ -324,29 +342,17 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
                               edge_dim=edge_dim, root_weight=True, **lip_kwargs, **score_kwargs)
             return conv, "attention"
     elif name == "gcn":
-        gcn_cls: type[nn.Module] = GCNConv
-        if impl == "fused":
-            from lipgnn.nn.fused import FusedGCNConv  # the normalised propagation as one CSR product
-
-            gcn_cls = FusedGCNConv
+        gcn_cls = plain_conv_class(name, impl)
 
         def make_conv(layer: int) -> tuple[nn.Module, str]:
             return gcn_cls(hidden, hidden), "plain"
     elif name == "ggnn":
-        ggnn_cls: type[nn.Module] = GatedGraphConv
-        if impl == "fused":
-            from lipgnn.nn.fused import FusedGatedGraphConv  # the message sum as one CSR product, a compiled GRU
-
-            ggnn_cls = FusedGatedGraphConv
+        ggnn_cls = plain_conv_class(name, impl)
 
         def make_conv(layer: int) -> tuple[nn.Module, str]:
             return ggnn_cls(hidden, num_layers=1), "plain"
     elif name == "gin":
-        gin_cls: type[nn.Module] = GINConv
-        if impl == "fused":
-            from lipgnn.nn.fused import FusedGINConv  # the neighbour sum as one CSR product
-
-            gin_cls = FusedGINConv
+        gin_cls = plain_conv_class(name, impl)
 
         def make_conv(layer: int) -> tuple[nn.Module, str]:
             # Alon & Yahav's TREES GIN (the only GIN experiment): Linear-BN-ReLU-Linear-BN-ReLU;
