@@ -82,6 +82,17 @@ def test_fig5_one_seed_differences_are_too_few_seeds(tmp_path: Path) -> None:
     verdicts = {c.quote.split(" — ")[-1]: c for c in fig5.claims(Loader(tmp_path).frame(fig5.ARTIFACT))}
     assert verdicts["d=2, GAT-Lip vs GAT"].verdict == TOO_FEW_SEEDS
     assert "one seed" in verdicts["d=2, GAT-Lip vs GAT"].evidence
+    assert "lower bounds" not in verdicts["d=2, GAT-Lip vs GAT"].evidence  # GAT reached 100%: not capped
+
+
+def test_fig5_comparison_of_capped_runs_says_both_values_are_lower_bounds(tmp_path: Path) -> None:
+    write_record(tmp_path, trees_record("none", 5, 0.047, 150, 150))
+    for alpha in (1.0, 2.0, 5.0):
+        write_record(tmp_path, trees_record("lip", 5, 0.044, 150, 150, alpha=alpha))
+    verdicts = {c.quote.split(" — ")[-1]: c for c in fig5.claims(Loader(tmp_path).frame(fig5.ARTIFACT))}
+    claim = verdicts["d=5, GAT-Lip vs GAT"]
+    assert claim.verdict == TOO_FEW_SEEDS  # the cap is the declared cpu budget: not "under budget"
+    assert "every run hit its pass cap, so both values are lower bounds" in claim.evidence
 
 
 def test_legacy_records_render_apart_and_never_pool(tmp_path: Path) -> None:

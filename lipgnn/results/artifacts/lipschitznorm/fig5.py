@@ -322,9 +322,13 @@ def _compare(found: Findings, label: str, a: Point | None, b: Point | None, a_na
         return found.line(label, NOT_RUN, f"{' and '.join(missing)}: no usable run.")
     ranking = rank(a.chosen, b.chosen, VALUE)
     seeds = ranking.diff.n
+    # A run stopped by the budget's pass cap reports a lower bound; the cap is declared, so it is no
+    # "under budget" run, but the reader must know that neither value is where training would end.
+    capped = all(stop_reason(r) == CAPPED for p in (a, b) for _, r in p.chosen.iterrows())
     reason = (f"{a_name} {a.value_text()} vs {b_name} {b.value_text()}; {ranking.text()}; "
               f"{relation(ranking, a_name, b_name)}" + ("; one seed" if seeds == 1 else "")
-              + ("; partial point(s)" if a.partial or b.partial else "") + ".")
+              + ("; partial point(s)" if a.partial or b.partial else "")
+              + ("; every run hit its pass cap, so both values are lower bounds" if capped else "") + ".")
     return found.line(label, with_budget(ranking.verdict, a.partial or b.partial), reason,
                       len(a.chosen) + len(b.chosen))
 
