@@ -9,6 +9,7 @@ from pathlib import Path
 
 from lipgnn.results.artifacts.lipschitznorm import fig4, fig5, fig5_legacy
 from lipgnn.results.engine import Loader
+from lipgnn.results.render.text import pct
 from lipgnn.results.store import config_key, write_record
 from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, TIE, TOO_FEW_SEEDS, UNDER_BUDGET
 
@@ -83,6 +84,14 @@ def test_fig5_one_seed_differences_are_too_few_seeds(tmp_path: Path) -> None:
     assert verdicts["d=2, GAT-Lip vs GAT"].verdict == TOO_FEW_SEEDS
     assert "one seed" in verdicts["d=2, GAT-Lip vs GAT"].evidence
     assert "lower bounds" not in verdicts["d=2, GAT-Lip vs GAT"].evidence  # GAT reached 100%: not capped
+
+
+def test_a_run_just_short_of_100_percent_never_prints_as_100(tmp_path: Path) -> None:
+    assert [pct(v) for v in (1.0, 0.99999, 0.9995, 0.99949, 0.5, float("nan"))] == [
+        "100.0", "99.9", "99.9", "99.9", "50.0", "-"]
+    write_record(tmp_path, trees_record("pairnorm", 3, 0.99999, 16700, 50000))  # stopped by patience
+    block = fig5.report(Loader(tmp_path).frame(fig5.ARTIFACT))["claim-trees"]
+    assert "| 3 | GAT-Pn | 99.9 [1 seed] | 16700 / 50000 | no gain (patience) | 1/1 |" in block
 
 
 def test_fig5_comparison_of_capped_runs_says_both_values_are_lower_bounds(tmp_path: Path) -> None:

@@ -48,8 +48,12 @@ def ranges(values: list[int]) -> str:
 
 
 def pct(value: float) -> str:
-    """A fraction in percent with one decimal, ``-`` when not finite."""
-    return f"{100.0 * value:.1f}" if math.isfinite(value) else "-"
+    """A fraction in percent with one decimal, ``-`` when not finite. A value just below 1 prints as
+    ``99.9``, not the ``100.0`` rounding would give: 100 % is a claim of its own (Alon & Yahav's stopping
+    rule), which a run at 99.999 % has not met."""
+    if not math.isfinite(value):
+        return "-"
+    return "99.9" if 0.9995 <= value < 1.0 else f"{100.0 * value:.1f}"
 
 
 def sci(value: float) -> str:
