@@ -12,6 +12,11 @@ from collections.abc import Callable
 import torch
 
 
+def on_cuda() -> bool:
+    """Do the tests run with CUDA as the default device (``--torch-device cuda``)?"""
+    return torch.get_default_device().type == "cuda"
+
+
 def seeded(seed: int) -> torch.Generator:
     """A generator on the default device, seeded."""
     return torch.Generator(torch.get_default_device()).manual_seed(seed)
@@ -26,7 +31,7 @@ def on_device(module: torch.nn.Module) -> torch.nn.Module:
 def exact() -> dict[str, float]:
     """Tolerances for "the same computation twice gives the same numbers": bitwise on CPU. On CUDA, PyG's
     scatter sums accumulate with atomics in no fixed order, so two runs agree to float rounding only."""
-    if torch.get_default_device().type == "cuda":
+    if on_cuda():
         return {"rtol": 1.3e-6, "atol": 1e-6}
     return {"rtol": 0.0, "atol": 0.0}
 
@@ -34,7 +39,7 @@ def exact() -> dict[str, float]:
 def nondet_tol() -> float:
     """``gradcheck``'s ``nondet_tol``: 0 on CPU; on CUDA the scatter sums of a backward pass are atomics,
     so running it twice on the same input differs by float64 rounding."""
-    return 1e-12 if torch.get_default_device().type == "cuda" else 0.0
+    return 1e-12 if on_cuda() else 0.0
 
 
 def gradcheck(fn: Callable[..., object], inputs: tuple[torch.Tensor, ...], **kwargs: object) -> bool:

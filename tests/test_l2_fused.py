@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from devices import seeded
+from devices import on_cuda, seeded
 from torch import nn
 
 from lipgnn.nn import FusedLipTransformerConv, LipTransformerConv
@@ -41,7 +41,7 @@ def _tol() -> dict[str, float]:
     # On CUDA, PyG's own L2 query/key gradients differ by up to 1.1e-5 between two runs on the same input
     # (its scatter sums are atomics), and fused against PyG by up to 3.4e-5 over 20 seeds, each within
     # 3.6e-5 of float64 (H100, docs/performance.md). 1e-5 elementwise cannot hold there even for PyG itself.
-    return {"atol": 5e-5, "rtol": 1e-5} if torch.get_default_device().type == "cuda" else TOL
+    return {"atol": 5e-5, "rtol": 1e-5} if on_cuda() else TOL
 
 
 def _assert_same(ref: nn.Module, fused: nn.Module, x: torch.Tensor, *args) -> None:
