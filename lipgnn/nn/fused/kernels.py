@@ -110,7 +110,12 @@ def available(*tensors: Tensor) -> bool:
     if numba is None or _disabled or os.environ.get("LIPGNN_KERNELS", "numba") == "eager":
         return False
     dtype = tensors[0].dtype
-    return all(t.device.type == "cpu" and t.dtype == dtype for t in tensors) and dtype in _FLOATS
+    if dtype not in _FLOATS:
+        return False
+    for t in tensors:
+        if not t.is_cpu or t.dtype != dtype:
+            return False
+    return True
 
 
 @contextlib.contextmanager
@@ -124,13 +129,22 @@ def disabled() -> Iterator[None]:
         _disabled = previous
 
 
+_ZEROS = {torch.float32: np.float32(0), torch.float64: np.float64(0)}
+
+
 def _np(t: Tensor) -> np.ndarray:
-    """Zero-copy NumPy view (a contiguous copy first if needed; no autograd)."""
-    return t.detach().contiguous().numpy()
+    """Zero-copy NumPy view (a contiguous copy first if needed; no autograd). Every compiled call
+    converts its arguments, so new tensor objects are made only where needed."""
+    if t.requires_grad:
+        t = t.detach()
+    if not t.is_contiguous():
+        t = t.contiguous()
+    return t.numpy()
 
 
 def _zero(t: Tensor) -> np.generic:
-    return np.float32(0) if t.dtype == torch.float32 else np.float64(0)
+    """A zero of ``t``'s float type (the compiled loops take their float type from it)."""
+    return _ZEROS.get(t.dtype, _ZEROS[torch.float64])
 
 
 if numba is not None:

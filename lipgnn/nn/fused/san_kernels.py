@@ -30,19 +30,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from lipgnn.nn.fused.kernels import numba
+from lipgnn.nn.fused.kernels import _np, _zero, numba
 
 __all__ = ["san_attention", "san_attention_backward"]
-
-
-def _np(t: Tensor) -> np.ndarray:
-    """Zero-copy NumPy view (a contiguous copy first if needed; no autograd)."""
-    return t.detach().contiguous().numpy()
-
-
-def _zero(t: Tensor) -> np.generic:
-    return np.float32(0) if t.dtype == torch.float32 else np.float64(0)
-
 
 if numba is not None:
     # Reassociated sums and fused multiply-adds let LLVM vectorise the channel loops; no "no NaN/inf"
