@@ -24,9 +24,10 @@ from torch_geometric.utils.sparse import set_sparse_value
 
 from lipgnn.errors import ConfigError
 from lipgnn.nn.lipschitz import VARIANTS, gat_lipschitz_denominator
+from lipgnn.nn.score_capture import ScoreCapture
 
 
-class LipGATConv(GATConv):
+class LipGATConv(ScoreCapture, GATConv):
     r"""GAT layer with LipschitzNorm (Dasoulas et al., ICML 2021, eq. 17; Corollary 1).
 
     Same constructor, forward signature, parameters and ``state_dict`` as
@@ -120,9 +121,6 @@ class LipGATConv(GATConv):
         self.lipschitz_norm = lipschitz_norm
         self.alpha = float(alpha)
         self.variant = variant
-        # Set by attention_scores() to keep the softmax input of the next forward pass.
-        self._keep_scores = False
-        self._scores: Optional[Tensor] = None
 
     def forward(
         self,
@@ -259,8 +257,7 @@ class LipGATConv(GATConv):
             alpha = self.alpha * alpha / denom
 
         alpha = F.leaky_relu(alpha, self.negative_slope)
-        if self._keep_scores:
-            self._scores = alpha
+        self._keep(alpha)
         alpha = softmax(alpha, index, ptr, dim_size)
         alpha = F.dropout(alpha, p=self.dropout, training=self.training)
         return alpha
@@ -279,15 +276,7 @@ class LipGATConv(GATConv):
         :math:`\mathrm{LeakyReLU}(e_{ij})`. Runs one forward pass (gradients flow if enabled);
         ``edge_index`` in the result includes the self-loops the layer adds.
         """
-        self._keep_scores = True
-        try:
-            _, (edge_index_used, _) = self(x, edge_index, edge_attr, size=size, return_attention_weights=True)
-            scores = self._scores
-        finally:
-            self._keep_scores = False
-            self._scores = None
-        assert scores is not None
-        return edge_index_used, scores
+        return self._capture_scores(lambda: self(x, edge_index, edge_attr, size=size, return_attention_weights=True))
 
     def __repr__(self) -> str:
         return (

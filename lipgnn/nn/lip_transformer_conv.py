@@ -17,11 +17,12 @@ from torch_geometric.utils import softmax
 
 from lipgnn.errors import ConfigError
 from lipgnn.nn.lipschitz import VARIANTS, transformer_lipschitz_denominator
+from lipgnn.nn.score_capture import ScoreCapture
 
 SCORES: Tuple[str, ...] = ("dot", "l2")
 
 
-class LipTransformerConv(TransformerConv):
+class LipTransformerConv(ScoreCapture, TransformerConv):
     r"""Graph Transformer layer with LipschitzNorm (Dasoulas et al., ICML 2021, eq. 19; Corollary 2).
 
     Same constructor, forward signature, parameters and ``state_dict`` as
@@ -125,9 +126,6 @@ class LipTransformerConv(TransformerConv):
         if self.tie_qk:
             # One module under two names: state_dict keeps both keys, both hold the same tensors.
             self.lin_key = self.lin_query
-        # Set by attention_scores() to keep the softmax input of the next forward pass.
-        self._keep_scores = False
-        self._scores: Optional[Tensor] = None
 
     def message(self, query_i: Tensor, key_j: Tensor, value_j: Tensor,
                 edge_attr: OptTensor, index: Tensor, ptr: OptTensor,
@@ -160,8 +158,7 @@ class LipTransformerConv(TransformerConv):
 
     def _attend(self, alpha: Tensor, value_j: Tensor, index: Tensor, ptr: OptTensor,
                 size_i: Optional[int]) -> Tensor:
-        if self._keep_scores:
-            self._scores = alpha
+        self._keep(alpha)
         alpha = softmax(alpha, index, ptr, size_i)
         self._alpha = alpha
         alpha = F.dropout(alpha, p=self.dropout, training=self.training)
@@ -180,15 +177,7 @@ class LipTransformerConv(TransformerConv):
         :math:`q_i^\top k_j / \sqrt{d}`. Runs one forward pass (gradients flow if enabled);
         TransformerConv adds no self-loops, so the edge index is ``edge_index`` itself.
         """
-        self._keep_scores = True
-        try:
-            _, (edge_index_used, _) = self(x, edge_index, edge_attr, return_attention_weights=True)
-            scores = self._scores
-        finally:
-            self._keep_scores = False
-            self._scores = None
-        assert scores is not None
-        return edge_index_used, scores
+        return self._capture_scores(lambda: self(x, edge_index, edge_attr, return_attention_weights=True))
 
     def __repr__(self) -> str:
         return (
