@@ -1,8 +1,8 @@
 """Capturing the logits that enter an attention layer's softmax, for :meth:`attention_scores`.
 
-The logits exist only inside a layer's message function, between the score (with LipschitzNorm's
+The logits exist only inside a layer's message computation, between the score (with LipschitzNorm's
 denominator applied) and PyG's ``softmax``; the layers keep them for exactly one forward pass when asked,
-so the diagnostics (Fig. 2's score spread, Kim et al.'s bounds) read the values training uses.
+so a caller inspecting them (the tests hold them to hand-computed values) reads what training uses.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from torch import Tensor
 
 
 class ScoreCapture:
-    """Mixin for attention convs. The message function passes its softmax input through
+    """Mixin for attention convs. The layer passes its softmax input through
     :meth:`_keep`, which stores it while :meth:`_capture_scores` runs one forward pass."""
 
     _keep_scores: bool = False
