@@ -16,6 +16,7 @@ from lipgnn.bench import CKPT_VARIANT, SUMMARY_COLUMNS, VARIANTS, Measurement, b
 from lipgnn.bench.__main__ import parse_args
 from lipgnn.bench.graphs import SIZES, load_graph
 from lipgnn.bench.memory import TensorPeak, measure_peak_mb, measure_step_memory
+from lipgnn.train import allocator
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,6 +53,8 @@ def test_tiny_cli_writes_summary(tiny_run: tuple[Path, subprocess.CompletedProce
     # Provenance: which code ran (a 40-hex sha, maybe -dirty) and whether the compiled loops did.
     assert len(meta["git_commit"].removesuffix("-dirty")) == 40 and meta["versions"]["torch"] == torch.__version__
     assert meta["kernels"] == "numba"
+    # The in-process steps ran under the trainer's allocator settings (on by default, where glibc allows).
+    assert meta["malloc_tuned"] is (allocator._glibc() is not None)
     details = pd.read_csv(out / "details.csv")
     assert (details.n == 2).sum() == 2 * len(VARIANTS)
     assert (details.q25_s <= details.median_s + 1e-12).all() and (details.median_s <= details.q75_s + 1e-12).all()
@@ -133,6 +136,7 @@ def test_new_measurements_are_on_by_default_and_off_for_tiny() -> None:
     assert (full.e2e_pairs, full.floor, full.san_depth) == (2, True, 256)
     assert (tiny.e2e_pairs, tiny.floor, tiny.san_depth) == (0, False, 0)
     assert parse_args(["--e2e-pairs", "0", "--no-floor", "--san-depth", "0"]).floor is False
+    assert full.malloc_tuning and tiny.malloc_tuning and not parse_args(["--no-malloc-tuning"]).malloc_tuning
     with pytest.raises(SystemExit):
         parse_args(["--san-depth", "-1"])
 
@@ -184,3 +188,23 @@ def test_e2e_pairs_alternate_and_share_warm_caches(monkeypatch: pytest.MonkeyPat
     assert e2e.cold_run(log=lambda _: None) == (1.0, 2.0)
     (_, cache), (impl, env_cache, numba_dir) = events
     assert impl == "fused" and env_cache == cache and numba_dir and not Path(numba_dir).exists()
+
+
+def test_layer_is_timed_in_both_node_orders_and_reported_against_the_floor() -> None:
+    """time_fused_layer times the dataset order and the stack's locality order alternately; the report
+    prints each one's ratio to the floor."""
+    from lipgnn.bench import runner
+    from lipgnn.bench.floor import time_fused_layer
+
+    graph = load_graph("tiny")
+    timed = time_fused_layer(torch.randn(graph.num_nodes, 8), graph.edge_index, 8, repeats=3)
+    assert set(timed) == {"dataset", "locality"}
+    assert all(wall > 0 and cpu >= 0 for wall, cpu in timed.values())
+    layers = []
+    for variant, ratio in zip(runner.LAYER_VARIANTS, (2.5, 2.25), strict=True):
+        m = Measurement("pubmed", 1, variant, times_s=[0.02], cpu_s=[0.02])
+        m.ratio_vs_pyg = ratio
+        layers.append(m)
+    report = runner.format_report(layers)
+    assert "its floor (CPU time), dataset order 2.50" in report
+    assert "its floor (CPU time), locality order 2.25" in report

@@ -54,6 +54,9 @@ def parse_args(argv: Sequence[str] | None = None) -> BenchConfig:
     p.add_argument("--san-repeats", type=int, default=5, help="timed SAN steps per variant (default 5)")
     p.add_argument("--san-variants", type=_names(SAN_VARIANTS), default=None,
                    help=f"subset of the SAN row: {','.join(SAN_VARIANTS)} (default all)")
+    p.add_argument("--malloc-tuning", action=argparse.BooleanOptionalAction, default=True,
+                   help="time the in-process steps under the trainer's glibc malloc settings "
+                        "(train.malloc_tuning; default on, as train.py runs)")
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--heads", type=int, default=1)
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
@@ -85,6 +88,7 @@ def parse_args(argv: Sequence[str] | None = None) -> BenchConfig:
         ckpt_graph=None if ckpt_graph == "none" else ckpt_graph, ckpt_depth=ckpt_depth, hidden=a.hidden,
         heads=a.heads, seed=a.seed, threads=threads, device=a.device, e2e_pairs=e2e_pairs, floor=floor,
         san_depth=san_depth, san_repeats=a.san_repeats, san_variants=tuple(a.san_variants or SAN_VARIANTS),
+        malloc_tuning=a.malloc_tuning,
     )
 
 

@@ -26,6 +26,8 @@ Beside the step table, ``make bench`` measures (each optional):
   graph ``pubmed``, depth 30;
 * ``gat_lip_layer``: one fused GAT-Lip layer forward + backward on PubMed beside its floor
   (:mod:`lipgnn.bench.floor`; ``ratio_vs_pyg`` holds measured / floor there), depth 1;
+  ``gat_lip_layer_rcm``: the same layer on the graph in the locality order a deep fused stack trains in
+  (:mod:`lipgnn.nn.fused.locality`), timed alternately with it;
 * the SAN row: a 256-layer SAN step (Guan & He, ``conf/model/san.yaml``: hidden 32, 4 heads, FFN 64) on
   Cora with ``model.impl=pyg`` (``pyg_*``) and ``fused``: ``san`` (Post-LN), ``san_lip`` (with
   LipschitzNorm), ``san_pre`` (Pre-LN), ``san_nonlocal`` (Post-LN with ``model.nonlocal=true``); each
@@ -61,6 +63,7 @@ from lipgnn.bench.graphs import SIZES, BenchGraph, load_graph
 from lipgnn.bench.memory import measure_step_memory, memory_method
 from lipgnn.nn.fused import kernels
 from lipgnn.provenance import loaded_commit, versions
+from lipgnn.train.allocator import is_tuned, tune_malloc
 from lipgnn.train.trainer import adam
 
 VARIANTS: tuple[str, ...] = ("pyg_gat", "gat", "gat_lip", "pyg_gt", "gt", "gt_lip")
@@ -73,6 +76,8 @@ SAN_VARIANTS: tuple[str, ...] = ("pyg_san", "san", "san_lip", "pyg_san_pre", "sa
                                  "san_nonlocal")
 E2E_VARIANTS: tuple[str, ...] = ("train_py_pyg", "train_py_fused", "train_py_fused_rcm", "train_py_fused_cold")
 LAYER_VARIANT = "gat_lip_layer"
+LAYER_LOCAL_VARIANT = "gat_lip_layer_rcm"
+LAYER_VARIANTS = (LAYER_VARIANT, LAYER_LOCAL_VARIANT)
 
 
 def attention_kind(variant: str) -> str:
@@ -292,6 +297,7 @@ class BenchConfig:
     san_depth: int = 0          # SAN stack depth on Cora; 0 = skip
     san_repeats: int = 5
     san_variants: tuple[str, ...] = SAN_VARIANTS
+    malloc_tuning: bool = True  # the trainer's glibc settings (train.malloc_tuning) for the in-process steps
 
 
 def depths_for(graph: BenchGraph, cfg: BenchConfig) -> list[int]:
@@ -304,6 +310,10 @@ def run(cfg: BenchConfig, log: Callable[[str], None] = print) -> list[Measuremen
     """Run the whole benchmark, write ``summary.csv``, ``details.csv``, ``meta.json`` and ``summary.png``."""
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
+    # In-process steps run under the allocator settings a training process uses (train.malloc_tuning, on by
+    # default), so the layer and stacks are timed as train.py runs them; the whole-run rows set it per run.
+    if cfg.malloc_tuning:
+        tune_malloc()
     device = torch.device("cuda" if cfg.device == "auto" and torch.cuda.is_available()
                           else ("cpu" if cfg.device == "auto" else cfg.device))
     cfg.out.mkdir(parents=True, exist_ok=True)
@@ -340,8 +350,8 @@ def run(cfg: BenchConfig, log: Callable[[str], None] = print) -> list[Measuremen
         _clear_csr_cache()
         _write(cfg, results, sources, device, time.perf_counter() - started)
     if cfg.floor and device.type == "cpu":
-        m, floor = _layer_floor(cfg, log)
-        results.append(m)
+        layers, floor = _layer_floor(cfg, log)
+        results += layers
         extras["layer_floor"] = floor
         _write(cfg, results, sources, device, time.perf_counter() - started, extras=extras)
     _write(cfg, results, sources, device, time.perf_counter() - started, final=True, extras=extras)
@@ -349,8 +359,9 @@ def run(cfg: BenchConfig, log: Callable[[str], None] = print) -> list[Measuremen
     return results
 
 
-def _layer_floor(cfg: BenchConfig, log: Callable[[str], None]) -> tuple[Measurement, dict[str, float]]:
-    """One fused GAT-Lip layer forward + backward on PubMed (hidden → hidden) against its floor."""
+def _layer_floor(cfg: BenchConfig, log: Callable[[str], None]) -> tuple[list[Measurement], dict[str, float]]:
+    """One fused GAT-Lip layer forward + backward on PubMed (hidden → hidden) against its floor, in the
+    dataset's node order and in the locality order a deep fused stack trains in."""
     from lipgnn.bench.floor import gat_layer_floor, time_fused_layer
     from lipgnn.nn.fused import get_csr_graph
 
@@ -358,15 +369,20 @@ def _layer_floor(cfg: BenchConfig, log: Callable[[str], None]) -> tuple[Measurem
     x = torch.randn(graph.num_nodes, cfg.hidden, generator=torch.Generator().manual_seed(cfg.seed))
     num_edges = get_csr_graph(graph.edge_index, graph.num_nodes, add_self_loops=True).num_edges
     floor = gat_layer_floor(graph.num_nodes, num_edges, cfg.hidden, cfg.hidden)
-    wall, cpu = time_fused_layer(x, graph.edge_index, cfg.hidden, repeats=max(cfg.repeats, 5))
+    timed = time_fused_layer(x, graph.edge_index, cfg.hidden, repeats=max(cfg.repeats, 5))
     _clear_csr_cache()
-    m = Measurement("pubmed", 1, LAYER_VARIANT, times_s=[wall], cpu_s=[cpu])
-    m.ratio_vs_pyg = cpu / floor.seconds
-    log(f"pubmed: one fused GAT-Lip layer fwd+bwd: {cpu * 1e3:.1f} ms CPU ({wall * 1e3:.1f} ms wall); floor "
-        f"{floor.seconds * 1e3:.1f} ms = {floor.flops / 1e6:.0f} MFLOP at {floor.gemm_flops_per_s / 1e9:.0f} GFLOP/s "
-        f"+ {floor.bytes / 1e6:.1f} MB at {floor.mem_bytes_per_s / 1e9:.1f} GB/s; measured/floor "
-        f"{cpu / floor.seconds:.2f}")
-    return m, floor.as_dict()
+    log(f"pubmed: floor of one GAT-Lip layer fwd+bwd {floor.seconds * 1e3:.1f} ms = {floor.flops / 1e6:.0f} MFLOP "
+        f"at {floor.gemm_flops_per_s / 1e9:.0f} GFLOP/s + {floor.bytes / 1e6:.1f} MB at "
+        f"{floor.mem_bytes_per_s / 1e9:.1f} GB/s")
+    out = []
+    for variant, order in zip(LAYER_VARIANTS, ("dataset", "locality"), strict=True):
+        wall, cpu = timed[order]
+        m = Measurement("pubmed", 1, variant, times_s=[wall], cpu_s=[cpu])
+        m.ratio_vs_pyg = cpu / floor.seconds
+        out.append(m)
+        log(f"pubmed: one fused GAT-Lip layer fwd+bwd, {order} order: {cpu * 1e3:.1f} ms CPU "
+            f"({wall * 1e3:.1f} ms wall); measured/floor {cpu / floor.seconds:.2f}")
+    return out, floor.as_dict()
 
 
 def _e2e_measurements(cfg: BenchConfig, log: Callable[[str], None]) -> list[Measurement]:
@@ -432,6 +448,7 @@ def _write(cfg: BenchConfig, results: list[Measurement], sources: dict[str, str]
         "graph_sources": sources,
         "graph_sizes": {k: asdict(v) for k, v in SIZES.items()}, "elapsed_s": elapsed,
         "step": "zero_grad + forward + cross-entropy (all nodes) + backward + Adam",
+        "malloc_tuned": is_tuned(),
         **(extras or {}),
     }
     (cfg.out / "meta.json").write_text(json.dumps(meta, indent=2))
@@ -446,7 +463,7 @@ def plot(results: list[Measurement], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    results = [m for m in results if m.variant not in (*E2E_VARIANTS, LAYER_VARIANT)]  # not training steps
+    results = [m for m in results if m.variant not in (*E2E_VARIANTS, *LAYER_VARIANTS)]  # not training steps
     graphs = list(dict.fromkeys(m.graph for m in results))
     if not graphs:
         return
@@ -515,9 +532,11 @@ def format_report(results: list[Measurement]) -> str:
             a, b = by_key.get((g, d, num)), by_key.get((g, d, den))
             if a is not None and b is not None and a.times_s and b.times_s:
                 parts.append(f"{label} {a.median_s / b.median_s:.2f} (cpu {a.cpu_median_s / b.cpu_median_s:.2f})")
-        layer = by_key.get((g, d, LAYER_VARIANT))
-        if layer is not None:
-            parts.append(f"fused GAT-Lip layer fwd+bwd / its floor (CPU time) {layer.ratio_vs_pyg:.2f}")
+        for variant, order in zip(LAYER_VARIANTS, ("dataset", "locality"), strict=True):
+            layer = by_key.get((g, d, variant))
+            if layer is not None:
+                parts.append(f"fused GAT-Lip layer fwd+bwd / its floor (CPU time), {order} order "
+                             f"{layer.ratio_vs_pyg:.2f}")
         if parts:
             lines.append(f"  {g} L={d}: " + "; ".join(parts))
     return "\n".join(lines)
