@@ -25,6 +25,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from lipgnn.nn.fused.graph import CSRGraph
+
 NODE_PASSES = 9
 EDGE_BYTES = 3 * 12
 
@@ -76,24 +78,32 @@ def gat_layer_floor(num_nodes: int, num_edges: int, in_features: int, out_featur
     return Floor(float(flops), float(traffic), gemm, mem)
 
 
-def time_fused_layer(x: torch.Tensor, edge_index: torch.Tensor, out_features: int, repeats: int = 15,
-                     ) -> dict[str, tuple[float, float]]:
-    """Median (wall, CPU) seconds of one ``FusedLipGATConv`` forward + backward (LipschitzNorm on, no
-    dropout), the CSR graph prebuilt as in a training step, in two node orders timed alternately:
-    ``"dataset"`` (the graph as loaded) and ``"locality"`` (relabelled in reverse Cuthill–McKee order, as
-    a deep fused stack runs its layers on graphs of :data:`~lipgnn.nn.fused.locality.MIN_NODES` nodes or
-    more, :mod:`lipgnn.nn.fused.locality`). Same layer, same features permuted, same floor."""
-    from lipgnn.nn import FusedLipGATConv
+def layer_inputs(x: torch.Tensor, edge_index: torch.Tensor, out_features: int,
+                 ) -> dict[str, tuple[torch.Tensor, torch.Tensor | CSRGraph, torch.Tensor]]:
+    """The timed layer's ``(input, graph, output gradient)`` per node order: ``"dataset"`` (the graph as
+    loaded) and ``"locality"`` (relabelled in reverse Cuthill–McKee order, as a deep fused stack runs its
+    layers on graphs of :data:`~lipgnn.nn.fused.locality.MIN_NODES` nodes or more,
+    :mod:`lipgnn.nn.fused.locality`): the same features and gradient, rows permuted."""
     from lipgnn.nn.fused import get_csr_graph
     from lipgnn.nn.fused.locality import rcm_order, relabel
 
-    torch.manual_seed(0)
-    conv = FusedLipGATConv(x.size(1), out_features, lipschitz_norm=True)
     graph = get_csr_graph(edge_index, x.size(0), add_self_loops=True)
     local = relabel(graph, rcm_order(graph)).graph
     grad = torch.randn(x.size(0), out_features)
-    inputs = {"dataset": (x.detach().requires_grad_(True), edge_index, grad),
-              "locality": (x.detach()[local.node_order].requires_grad_(True), local, grad[local.node_order])}
+    return {"dataset": (x.detach().requires_grad_(True), edge_index, grad),
+            "locality": (x.detach()[local.node_order].requires_grad_(True), local, grad[local.node_order])}
+
+
+def time_fused_layer(x: torch.Tensor, edge_index: torch.Tensor, out_features: int, repeats: int = 15,
+                     ) -> dict[str, tuple[float, float]]:
+    """Median (wall, CPU) seconds of one ``FusedLipGATConv`` forward + backward (LipschitzNorm on, no
+    dropout), the CSR graph prebuilt as in a training step, in each node order of :func:`layer_inputs`,
+    the orders timed alternately. Same layer, same features permuted, same floor."""
+    from lipgnn.nn import FusedLipGATConv
+
+    torch.manual_seed(0)
+    conv = FusedLipGATConv(x.size(1), out_features, lipschitz_norm=True)
+    inputs = layer_inputs(x, edge_index, out_features)
 
     def once(order: str) -> tuple[float, float]:
         h, graph_in, g = inputs[order]

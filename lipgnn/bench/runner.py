@@ -75,9 +75,8 @@ LARGE_GRAPH_NODES = 100_000  # graphs above this size are capped at --large-max-
 SAN_VARIANTS: tuple[str, ...] = ("pyg_san", "san", "san_lip", "pyg_san_pre", "san_pre", "pyg_san_nonlocal",
                                  "san_nonlocal")
 E2E_VARIANTS: tuple[str, ...] = ("train_py_pyg", "train_py_fused", "train_py_fused_rcm", "train_py_fused_cold")
-LAYER_VARIANT = "gat_lip_layer"
-LAYER_LOCAL_VARIANT = "gat_lip_layer_rcm"
-LAYER_VARIANTS = (LAYER_VARIANT, LAYER_LOCAL_VARIANT)
+#: The single-layer rows and the node order each is timed in (lipgnn.bench.floor.layer_inputs).
+LAYER_ORDERS: dict[str, str] = {"gat_lip_layer": "dataset", "gat_lip_layer_rcm": "locality"}
 
 
 def attention_kind(variant: str) -> str:
@@ -375,7 +374,7 @@ def _layer_floor(cfg: BenchConfig, log: Callable[[str], None]) -> tuple[list[Mea
         f"at {floor.gemm_flops_per_s / 1e9:.0f} GFLOP/s + {floor.bytes / 1e6:.1f} MB at "
         f"{floor.mem_bytes_per_s / 1e9:.1f} GB/s")
     out = []
-    for variant, order in zip(LAYER_VARIANTS, ("dataset", "locality"), strict=True):
+    for variant, order in LAYER_ORDERS.items():
         wall, cpu = timed[order]
         m = Measurement("pubmed", 1, variant, times_s=[wall], cpu_s=[cpu])
         m.ratio_vs_pyg = cpu / floor.seconds
@@ -463,7 +462,7 @@ def plot(results: list[Measurement], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    results = [m for m in results if m.variant not in (*E2E_VARIANTS, *LAYER_VARIANTS)]  # not training steps
+    results = [m for m in results if m.variant not in (*E2E_VARIANTS, *LAYER_ORDERS)]  # not training steps
     graphs = list(dict.fromkeys(m.graph for m in results))
     if not graphs:
         return
@@ -532,7 +531,7 @@ def format_report(results: list[Measurement]) -> str:
             a, b = by_key.get((g, d, num)), by_key.get((g, d, den))
             if a is not None and b is not None and a.times_s and b.times_s:
                 parts.append(f"{label} {a.median_s / b.median_s:.2f} (cpu {a.cpu_median_s / b.cpu_median_s:.2f})")
-        for variant, order in zip(LAYER_VARIANTS, ("dataset", "locality"), strict=True):
+        for variant, order in LAYER_ORDERS.items():
             layer = by_key.get((g, d, variant))
             if layer is not None:
                 parts.append(f"fused GAT-Lip layer fwd+bwd / its floor (CPU time), {order} order "
