@@ -5,8 +5,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.parameter import is_lazy
 
-from lipgnn.nn.fused import kernels
+from lipgnn.nn.fused import gat_small, kernels
 from lipgnn.nn.fused.activation import bias_elu
 from lipgnn.nn.fused.base import CSRHeads, fallback_reason, finish_heads
 from lipgnn.nn.fused.dropout import dropout
@@ -139,6 +140,13 @@ class FusedLipGATConv(LipGATConv):
                      elu_alpha: float | None) -> Tensor:
         """The CSR forward; with ``elu_alpha`` the bias add and an ELU in one pass."""
         assert isinstance(x, Tensor)
+        if self._is_plain_layer(x, edge_attr):
+            graph = resolve_graph(edge_index, x.size(0), self.graph_self_loops())
+            if gat_small.applies(x, graph, self.heads):
+                bias = self.bias if elu_alpha is None else None
+                out = gat_small.small_gat(x, self.lin.weight, self.att_src[0], self.att_dst[0], bias, graph,
+                                          self.concat, self.negative_slope)
+                return out if elu_alpha is None else bias_elu(out, self.bias, elu_alpha)
         res = self.res(x) if self.res is not None else None
         out = self._csr_heads(x, edge_index, edge_attr).heads
 
@@ -150,6 +158,15 @@ class FusedLipGATConv(LipGATConv):
         if self.bias is not None:
             out = out + self.bias
         return out
+
+    def _is_plain_layer(self, x: Tensor, edge_attr: Tensor | None) -> bool:
+        """Whether this call is the plain GAT layer that :mod:`lipgnn.nn.fused.gat_small` runs as one operation
+        on small graphs: no LipschitzNorm, edge features, residual projection or attention dropout in training."""
+        lin = self.lin
+        return (not self.lipschitz_norm and self.res is None and lin is not None and lin.bias is None
+                and (edge_attr is None or self.lin_edge is None) and not (self.training and self.dropout > 0)
+                and x.dim() == 2 and not is_lazy(lin.weight) and lin.weight.dtype == x.dtype
+                and self.att_src.dtype == x.dtype)
 
     def csr_heads(self, x: Tensor, edge_index: Tensor | CSRGraph, edge_attr: Tensor | None = None) -> CSRHeads | None:
         r"""The per-head aggregation :math:`\sum_j a_{ij,h} \mathbf{W}_h x_j` with the CSR graph and the

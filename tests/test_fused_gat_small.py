@@ -1,0 +1,168 @@
+"""The one-operation GAT layer for small graphs (lipgnn.nn.fused.gat_small): equal to PyG's GATConv and to the
+general CSR path, values and gradients; taken exactly where it applies."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from devices import gradcheck, seeded
+from torch import nn
+from torch_geometric.nn import GATConv
+
+from lipgnn.data.trees import tree_edge_index
+from lipgnn.nn.fused import FusedLipGATConv, gat_small, kernels
+from lipgnn.nn.fused.graph import CSRGraph
+
+TOL = {"atol": 1e-5, "rtol": 1e-5}
+SMALL = "_SmallGATBackward"
+
+
+def tree_batch(count: int = 8, depth: int = 3) -> tuple[torch.Tensor, int]:
+    """Fig. 5's batch graph: ``count`` disjoint trees of depth ``depth``."""
+    n = 2 ** (depth + 1) - 1
+    template = tree_edge_index(depth)
+    edge_index = (template.view(2, 1, -1) + (torch.arange(count) * n).view(1, count, 1)).reshape(2, -1)
+    return edge_index, count * n
+
+
+def random_graph(num_nodes: int = 30, num_edges: int = 90) -> torch.Tensor:
+    g = seeded(0)
+    ei = torch.randint(0, num_nodes, (2, num_edges), generator=g)
+    return ei[:, ei[0] != ei[1]]
+
+
+def pair(heads: int, concat: bool, in_channels: int = 12, out_channels: int = 5,
+         **kwargs) -> tuple[GATConv, FusedLipGATConv]:
+    ref = GATConv(in_channels, out_channels, heads=heads, concat=concat, **kwargs)
+    with torch.no_grad():  # away from PyG's initialisation (zero bias), so every term shows
+        for p in ref.parameters():
+            p.copy_(torch.randn(p.shape, generator=seeded(2)) * 0.7)
+    fused = FusedLipGATConv(in_channels, out_channels, heads=heads, concat=concat, lipschitz_norm=False, **kwargs)
+    assert set(fused.state_dict()) == set(ref.state_dict())
+    fused.load_state_dict(ref.state_dict())
+    return ref, fused
+
+
+def forward_backward(module: nn.Module, x: torch.Tensor, edge_index: torch.Tensor):
+    x = x.clone().requires_grad_(True)
+    out = module(x, edge_index)
+    weight = torch.randn(out.shape, generator=seeded(3)).to(out.dtype)
+    (out * weight).sum().backward()
+    grads = {name: p.grad.clone() for name, p in module.named_parameters()}
+    return out.detach(), x.grad, grads, type(out.grad_fn).__name__
+
+
+def assert_same(a, b) -> None:
+    torch.testing.assert_close(a[0], b[0], **TOL)
+    torch.testing.assert_close(a[1], b[1], **TOL)
+    assert a[2].keys() == b[2].keys()
+    for name in a[2]:
+        torch.testing.assert_close(a[2][name], b[2][name], **TOL, msg=lambda m, n=name: f"grad of {n}: {m}")
+
+
+@pytest.fixture(autouse=True)
+def compiled():
+    assert kernels.available(torch.zeros(1)), "numba kernels unavailable: the one-operation path would go untested"
+
+
+@pytest.mark.parametrize("graph", ["trees", "random"])
+@pytest.mark.parametrize("concat", [True, False], ids=["concat", "mean"])
+@pytest.mark.parametrize("heads", [1, 2, 4])
+def test_small_path_equals_pyg_gatconv(heads: int, concat: bool, graph: str) -> None:
+    edge_index, n = tree_batch() if graph == "trees" else (random_graph(), 30)
+    ref, fused = pair(heads, concat)
+    x = torch.randn(n, 12, generator=seeded(4))
+    got = forward_backward(fused, x, edge_index)
+    assert got[3] == SMALL, "the one-operation path did not run"
+    assert_same(got, forward_backward(ref, x, edge_index))
+
+
+@pytest.mark.parametrize("concat", [True, False], ids=["concat", "mean"])
+def test_small_and_general_paths_agree_on_a_tree_batch(concat: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fig. 5's batch at tree depth 3 (960 nodes, 4 heads of 8): both float32 paths against PyG in float64 (their
+    sums run in different orders, so they are compared with the exact layer, not with each other)."""
+    edge_index, n = tree_batch(count=64)
+    ref, fused = pair(4, concat, in_channels=32, out_channels=8)
+    x = torch.randn(n, 32, generator=seeded(5))
+    exact = forward_backward(ref.double(), x.double(), edge_index)
+    small = forward_backward(fused, x, edge_index)
+    fused.zero_grad(set_to_none=True)
+    monkeypatch.setattr(gat_small, "SMALL_EDGE_HEADS", 0)
+    general = forward_backward(fused, x, edge_index)
+    assert small[3] == SMALL and general[3] != SMALL
+    for got in (small, general):
+        for name, a, b in [("output", got[0], exact[0]), ("x", got[1], exact[1]),
+                           *((f"grad of {k}", got[2][k], exact[2][k]) for k in exact[2])]:
+            # float32 sums of large terms: within 1e-5 of the tensor's scale (both paths stay near 2e-6)
+            error = float((a.double() - b.double()).abs().max() / b.abs().max())
+            assert error < 1e-5, f"{name}: {error:.2e} of its scale"
+
+
+def test_without_self_loops_a_node_with_no_edges_gets_the_bias_only() -> None:
+    edge_index = torch.tensor([[0, 1, 2, 2], [1, 2, 0, 1]])  # node 3 has no incoming edge
+    ref, fused = pair(2, True, add_self_loops=False)
+    x = torch.randn(4, 12, generator=seeded(6))
+    got = forward_backward(fused, x, edge_index)
+    assert got[3] == SMALL
+    torch.testing.assert_close(got[0][3], fused.bias.detach())
+    assert_same(got, forward_backward(ref, x, edge_index))
+
+
+@pytest.mark.parametrize("concat", [True, False], ids=["concat", "mean"])
+def test_gradcheck_float64(concat: bool) -> None:
+    graph = CSRGraph.from_edge_index(torch.tensor([[0, 1, 2, 3, 3, 1], [1, 2, 0, 0, 2, 4]]), 6, add_self_loops=False)
+    g = seeded(7)
+    x = torch.randn(6, 4, dtype=torch.float64, generator=g, requires_grad=True)
+    weight = torch.randn(3 * 2, 4, dtype=torch.float64, generator=g, requires_grad=True)
+    att_src = torch.randn(3, 2, dtype=torch.float64, generator=g, requires_grad=True)
+    att_dst = torch.randn(3, 2, dtype=torch.float64, generator=g, requires_grad=True)
+    bias = torch.randn(6 if concat else 2, dtype=torch.float64, generator=g, requires_grad=True)
+    assert gradcheck(lambda *a: gat_small.small_gat(*a, graph, concat, 0.2), (x, weight, att_src, att_dst, bias))
+
+
+def test_folded_elu_equals_elu_of_the_layer() -> None:
+    edge_index, n = tree_batch()
+    ref, fused = pair(4, True)
+    x = torch.randn(n, 12, generator=seeded(8))
+    out = fused(x, edge_index, activation=nn.ELU())
+    torch.testing.assert_close(out, nn.functional.elu(ref(x, edge_index)), **TOL)
+
+
+def path(fused: FusedLipGATConv, x: torch.Tensor, edge_index: torch.Tensor) -> str:
+    return type(fused(x.requires_grad_(True), edge_index).grad_fn).__name__
+
+
+def test_path_is_taken_only_where_it_applies(monkeypatch: pytest.MonkeyPatch) -> None:
+    edge_index, n = tree_batch()
+    x = torch.randn(n, 12, generator=seeded(9))
+    _, fused = pair(4, True)
+    assert path(fused, x.clone(), edge_index) == SMALL
+    # LipschitzNorm, attention dropout while training, or a residual projection: the general path
+    lip = FusedLipGATConv(12, 5, heads=4, lipschitz_norm=True)
+    assert path(lip, x.clone(), edge_index) != SMALL
+    drop = FusedLipGATConv(12, 5, heads=4, lipschitz_norm=False, dropout=0.5)
+    assert path(drop, x.clone(), edge_index) != SMALL
+    assert path(drop.eval(), x.clone(), edge_index) == SMALL  # no dropout in evaluation
+    res = FusedLipGATConv(12, 5, heads=4, lipschitz_norm=False, residual=True)
+    assert path(res, x.clone(), edge_index) != SMALL
+    # above the size limit, or without the compiled loops (CUDA, LIPGNN_KERNELS=eager)
+    graph = CSRGraph.from_edge_index(edge_index, n)
+    monkeypatch.setattr(gat_small, "SMALL_EDGE_HEADS", graph.num_edges * 4 - 1)
+    assert path(fused, x.clone(), edge_index) != SMALL
+    monkeypatch.setattr(gat_small, "SMALL_EDGE_HEADS", graph.num_edges * 4)
+    assert path(fused, x.clone(), edge_index) == SMALL
+    with kernels.disabled():
+        assert path(fused, x.clone(), edge_index) != SMALL
+
+
+def test_row_maximum_keeps_large_scores_finite() -> None:
+    """Scores hundreds apart along a row: the softmax must shift by the row maximum (exp overflows otherwise)."""
+    edge_index, n = tree_batch()
+    ref, fused = pair(2, True)
+    x = 200 * torch.randn(n, 12, generator=seeded(10))
+    got = forward_backward(fused, x, edge_index)
+    assert got[3] == SMALL
+    assert torch.isfinite(got[0]).all() and torch.isfinite(got[1]).all()
+    exact = forward_backward(ref.double(), x.double(), edge_index)
+    error = float((got[0].double() - exact[0]).abs().max() / exact[0].abs().max())
+    assert error < 1e-4, error  # float32 softmax of scores in the hundreds
