@@ -16,6 +16,7 @@ import pytest
 from conftest import ROOT, compose_cfg
 from omegaconf import OmegaConf
 
+from lipgnn.identity import run_id
 from lipgnn.sweep import sweep_jobs
 from lipgnn.train.run import run
 
@@ -163,6 +164,24 @@ def test_gt_lip_with_the_authors_layernorm_composes_and_builds_their_block() -> 
     h = block.conv(x, edge_index, None)
     expected = torch.nn.functional.elu((h - h.mean()) / torch.sqrt(h.var(unbiased=False) + 1e-5))
     assert torch.allclose(block(x, edge_index), expected, atol=1e-5)
+
+
+def test_fig5_extra_seeds_give_the_depth_4_gat_comparisons_three_seeds() -> None:
+    """conf/grid/fig5_cpu_seeds.yaml: seeds 12 and 13 of the GAT family at tree depth 4 under the cpu grid's 500-pass
+    cap, with the same run ids a plain fig5 launch of those points gets, and counted in the declared grid."""
+    jobs = sweep_jobs("fig5", ["budget=cpu", "grid=fig5_cpu_seeds"])
+    assert len(jobs) == 5 * 2
+    for job in (jobs[0], jobs[-1]):
+        cfg = compose_cfg(job)
+        assert (cfg.dataset.tree_depth, cfg.train.epochs, cfg.train.train_patience) == (4, 500, 20)
+        plain = [o for o in job if not o.startswith("grid=")]
+        assert run_id(cfg) == run_id(compose_cfg(plain))
+    assert {int(o.split("=")[1]) for job in jobs for o in job if o.startswith("seed=")} == {12, 13}
+    from lipgnn.results.grid import declared_grid
+
+    points = [p for p in declared_grid("fig5", "cpu").points if p.get("dataset.tree_depth") == 4
+              and p.get("model.name") == "gat" and p.get("norm.name") == "lip" and p.get("norm.alpha") == 2.0]
+    assert sorted(p["seed"] for p in points) == [11, 12, 13]
 
 
 @pytest.mark.parametrize("grid,dataset", [("table3_cpu_seeds", "cora"), ("table3_cpu_seeds_pubmed", "pubmed")])
