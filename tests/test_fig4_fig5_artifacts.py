@@ -160,12 +160,15 @@ def test_fig4_epoch_budgets_are_separate_series_never_pooled(tmp_path: Path) -> 
 
 def test_fig5_pass_caps_are_per_depth_so_its_sweep_declares_no_single_epoch_budget() -> None:
     """conf/grid/fig5_cpu.yaml sets train.epochs by interpolation (500 passes at d=4, 150 at d=5): a run at its
-    cap is not below a declared budget of 50000 (the experiment's default), which would call it under budget."""
+    cap is not below a declared budget of 50000 (the experiment's default), which would call it under budget. The
+    extra seeds' sweep (fig5_cpu_seeds.yaml) is depth 4 only, so it declares that cap."""
     import math
 
     from lipgnn.results.grid import declared_grid
 
-    (sweep,) = declared_grid("fig5", "cpu").sweeps
-    assert math.isnan(sweep.epochs)
+    sweeps = {s.name: s.epochs for s in declared_grid("fig5", "cpu").sweeps}
+    assert set(sweeps) == {"fig5_cpu", "fig5_cpu_seeds"}
+    assert math.isnan(sweeps["fig5_cpu"])
+    assert sweeps["fig5_cpu_seeds"] == 500.0  # the extra seeds run at depth 4 only, under its cap
     assert {s.name: s.epochs for s in declared_grid("fig4", "cpu").sweeps} == {"fig4_cpu": 200.0,
                                                                               "fig4_cpu_1000": 1000.0}

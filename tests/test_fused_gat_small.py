@@ -12,6 +12,7 @@ from torch_geometric.nn import GATConv
 from lipgnn.data.trees import tree_edge_index
 from lipgnn.nn.fused import FusedLipGATConv, gat_small, kernels
 from lipgnn.nn.fused.graph import CSRGraph
+from lipgnn.nn.lip_gat_conv import LipGATConv
 
 TOL = {"atol": 1e-5, "rtol": 1e-5}
 SMALL = "_SmallGATBackward"
@@ -137,8 +138,10 @@ def test_path_is_taken_only_where_it_applies(monkeypatch: pytest.MonkeyPatch) ->
     x = torch.randn(n, 12, generator=seeded(9))
     _, fused = pair(4, True)
     assert path(fused, x.clone(), edge_index) == SMALL
-    # LipschitzNorm, attention dropout while training, or a residual projection: the general path
-    lip = FusedLipGATConv(12, 5, heads=4, lipschitz_norm=True)
+    # eq. (17) runs here; the authors' reference variant, attention dropout while training, or a residual
+    # projection take the general path
+    assert path(FusedLipGATConv(12, 5, heads=4, lipschitz_norm=True), x.clone(), edge_index) == SMALL
+    lip = FusedLipGATConv(12, 5, heads=4, lipschitz_norm=True, variant="reference")
     assert path(lip, x.clone(), edge_index) != SMALL
     drop = FusedLipGATConv(12, 5, heads=4, lipschitz_norm=False, dropout=0.5)
     assert path(drop, x.clone(), edge_index) != SMALL
@@ -166,3 +169,84 @@ def test_row_maximum_keeps_large_scores_finite() -> None:
     exact = forward_backward(ref.double(), x.double(), edge_index)
     error = float((got[0].double() - exact[0]).abs().max() / exact[0].abs().max())
     assert error < 1e-4, error  # float32 softmax of scores in the hundreds
+
+
+# ---------------------------------------------------------------- GAT-Lip (eq. (17), paper variant) -------
+
+
+def lip_pair(heads: int, concat: bool, alpha: float, in_channels: int = 12, out_channels: int = 5,
+             **kwargs) -> tuple[LipGATConv, FusedLipGATConv]:
+    ref = LipGATConv(in_channels, out_channels, heads=heads, concat=concat, lipschitz_norm=True, alpha=alpha,
+                     variant="paper", **kwargs)
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.copy_(torch.randn(p.shape, generator=seeded(2)) * 0.7)
+    fused = FusedLipGATConv(in_channels, out_channels, heads=heads, concat=concat, lipschitz_norm=True, alpha=alpha,
+                            variant="paper", **kwargs)
+    fused.load_state_dict(ref.state_dict())
+    return ref, fused
+
+
+def assert_near(got, exact, rel: float = 1e-5) -> None:
+    """Every output and gradient within ``rel`` of the exact tensor's largest entry."""
+    pairs = [("output", got[0], exact[0]), ("x", got[1], exact[1]),
+             *((f"grad of {k}", got[2][k], exact[2][k]) for k in exact[2])]
+    for name, a, b in pairs:
+        error = float((a.double() - b.double()).abs().max() / b.abs().max())
+        assert error < rel, f"{name}: {error:.2e} of its scale"
+
+
+@pytest.mark.parametrize("alpha", [1.0, 5.0])
+@pytest.mark.parametrize("graph", ["trees", "random"])
+@pytest.mark.parametrize("concat", [True, False], ids=["concat", "mean"])
+@pytest.mark.parametrize("heads", [1, 4])
+def test_lip_small_path_equals_the_reference_layer(heads: int, concat: bool, graph: str, alpha: float) -> None:
+    """Against LipGATConv (eq. (17) on PyG's message passing) in float64, values and every gradient."""
+    edge_index, n = tree_batch() if graph == "trees" else (random_graph(), 30)
+    ref, fused = lip_pair(heads, concat, alpha)
+    x = torch.randn(n, 12, generator=seeded(4))
+    got = forward_backward(fused, x, edge_index)
+    assert got[3] == SMALL, "the one-operation path did not run"
+    assert_near(got, forward_backward(ref.double(), x.double(), edge_index))
+
+
+def test_lip_small_and_general_paths_agree_on_a_tree_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    edge_index, n = tree_batch(count=64)
+    ref, fused = lip_pair(4, True, 2.0, in_channels=32, out_channels=8)
+    x = torch.randn(n, 32, generator=seeded(5))
+    exact = forward_backward(ref.double(), x.double(), edge_index)
+    small = forward_backward(fused, x, edge_index)
+    fused.zero_grad(set_to_none=True)
+    monkeypatch.setattr(gat_small, "SMALL_EDGE_HEADS", 0)
+    general = forward_backward(fused, x, edge_index)
+    assert small[3] == SMALL and general[3] != SMALL
+    assert_near(small, exact)
+    assert_near(general, exact)
+
+
+def test_lip_tied_neighbour_maxima_share_the_gradient(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two sources of one target with equal ‖Wx‖ (identical features): the maximum's gradient is split between
+    them, as in the general path (torch's max gives it to one of them)."""
+    edge_index = torch.tensor([[1, 2, 3, 0, 2], [0, 0, 0, 1, 1]])
+    x = torch.randn(4, 12, generator=seeded(11))
+    x[2] = x[1]
+    _, fused = lip_pair(2, True, 1.0)
+    small = forward_backward(fused, x, edge_index)
+    fused.zero_grad(set_to_none=True)
+    monkeypatch.setattr(gat_small, "SMALL_EDGE_HEADS", 0)
+    general = forward_backward(fused, x, edge_index)
+    assert small[3] == SMALL and general[3] != SMALL
+    assert_same(small, general)
+
+
+@pytest.mark.parametrize("concat", [True, False], ids=["concat", "mean"])
+def test_lip_gradcheck_float64(concat: bool) -> None:
+    graph = CSRGraph.from_edge_index(torch.tensor([[0, 1, 2, 3, 3, 1], [1, 2, 0, 0, 2, 4]]), 6)
+    g = seeded(12)
+    x = torch.randn(6, 4, dtype=torch.float64, generator=g, requires_grad=True)
+    weight = torch.randn(3 * 2, 4, dtype=torch.float64, generator=g, requires_grad=True)
+    att_src = torch.randn(3, 2, dtype=torch.float64, generator=g, requires_grad=True)
+    att_dst = torch.randn(3, 2, dtype=torch.float64, generator=g, requires_grad=True)
+    bias = torch.randn(6 if concat else 2, dtype=torch.float64, generator=g, requires_grad=True)
+    assert gradcheck(lambda *a: gat_small.small_gat(*a, graph, concat, 0.2, lip_alpha=2.0),
+                     (x, weight, att_src, att_dst, bias))

@@ -140,12 +140,13 @@ class FusedLipGATConv(LipGATConv):
                      elu_alpha: float | None) -> Tensor:
         """The CSR forward; with ``elu_alpha`` the bias add and an ELU in one pass."""
         assert isinstance(x, Tensor)
-        if self._is_plain_layer(x, edge_attr):
+        if self._takes_one_operation(x, edge_attr):
             graph = resolve_graph(edge_index, x.size(0), self.graph_self_loops())
             if gat_small.applies(x, graph, self.heads):
                 bias = self.bias if elu_alpha is None else None
                 out = gat_small.small_gat(x, self.lin.weight, self.att_src[0], self.att_dst[0], bias, graph,
-                                          self.concat, self.negative_slope)
+                                          self.concat, self.negative_slope,
+                                          float(self.alpha) if self.lipschitz_norm else None)
                 return out if elu_alpha is None else bias_elu(out, self.bias, elu_alpha)
         res = self.res(x) if self.res is not None else None
         out = self._csr_heads(x, edge_index, edge_attr).heads
@@ -159,13 +160,15 @@ class FusedLipGATConv(LipGATConv):
             out = out + self.bias
         return out
 
-    def _is_plain_layer(self, x: Tensor, edge_attr: Tensor | None) -> bool:
-        """Whether this call is the plain GAT layer that :mod:`lipgnn.nn.fused.gat_small` runs as one operation
-        on small graphs: no LipschitzNorm, edge features, residual projection or attention dropout in training."""
+    def _takes_one_operation(self, x: Tensor, edge_attr: Tensor | None) -> bool:
+        """Whether this call is a layer that :mod:`lipgnn.nn.fused.gat_small` runs as one operation on small
+        graphs: plain GAT or GAT-Lip with eq. (17) (``variant="paper"``), without edge features, a residual
+        projection or attention dropout in training."""
         lin = self.lin
-        return (not self.lipschitz_norm and self.res is None and lin is not None and lin.bias is None
-                and (edge_attr is None or self.lin_edge is None) and not (self.training and self.dropout > 0)
-                and x.dim() == 2 and not is_lazy(lin.weight) and lin.weight.dtype == x.dtype
+        return ((not self.lipschitz_norm or self.variant == "paper") and self.res is None and lin is not None
+                and lin.bias is None and (edge_attr is None or self.lin_edge is None)
+                and not (self.training and self.dropout > 0) and x.dim() == 2 and not is_lazy(lin.weight)
+                and lin.weight.dtype == x.dtype
                 and self.att_src.dtype == x.dtype)
 
     def csr_heads(self, x: Tensor, edge_index: Tensor | CSRGraph, edge_attr: Tensor | None = None) -> CSRHeads | None:

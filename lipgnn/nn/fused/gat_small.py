@@ -1,4 +1,4 @@
-r"""A whole GAT layer (no LipschitzNorm) as one autograd operation, for small graphs: one compiled loop each way.
+r"""A whole GAT or GAT-Lip layer as one autograd operation, for small graphs: one compiled loop each way.
 
 GAT (Veličković et al. 2018, eqs. (3)–(4); the attention of the LipschitzNorm paper's eqs. (2)–(3)), head
 :math:`h`, target :math:`i`, its CSR sources :math:`j \in \mathcal{N}(i)` (self-loops included where the layer
@@ -6,27 +6,40 @@ adds them):
 
 .. math::
     z = x W^\top, \qquad
-    e_{ij,h} = \mathrm{LeakyReLU}\big(a_{\mathrm{src},h}\cdot z_{j,h} + a_{\mathrm{dst},h}\cdot z_{i,h}\big),
+    e_{ij,h} = \mathrm{LeakyReLU}\big(k_{i,h}\,(a_{\mathrm{src},h}\cdot z_{j,h} + a_{\mathrm{dst},h}\cdot z_{i,h})\big),
     \qquad \alpha_{ij,h} = \frac{\exp(e_{ij,h} - m_{i,h})}{\sum_{k} \exp(e_{ik,h} - m_{i,h}) + 10^{-16}},
 
 with the row maximum :math:`m_{i,h}` (PyG's softmax), :math:`o_{i,h} = \sum_j \alpha_{ij,h} z_{j,h}`, the heads
-concatenated or averaged, plus the bias. Backward, with :math:`g_{i,h} = \partial L/\partial o_{i,h}`:
-:math:`\partial z_j \mathrel{+}= \sum_i \alpha_{ij} g_i`, :math:`\delta_{ij} = g_i\cdot z_j`,
-:math:`\partial e_{ij} = \alpha_{ij}(\delta_{ij} - \sum_k \alpha_{ik}\delta_{ik})`, through LeakyReLU to the
-score terms :math:`s_j = a_{\mathrm{src}}\cdot z_j`, :math:`t_i = a_{\mathrm{dst}}\cdot z_i`, and from them to
-:math:`z` and the attention vectors; :math:`\partial x = \partial z\, W` and :math:`\partial W = \partial z^\top x`.
+concatenated or averaged, plus the bias. :math:`k = 1` for GAT; for GAT-Lip, LipschitzNorm's eq. (17)
+(``variant="paper"``), :math:`k_{i,h} = \alpha / c_{i,h}` with
+:math:`c_{i,h} = \|a_h\|\sqrt{\|z_{i,h}\|^2 + \max_j \|z_{j,h}\|^2 + \epsilon^2} + \epsilon` and
+:math:`\|a_h\| = \sqrt{\|a_{\mathrm{src},h}\|^2 + \|a_{\mathrm{dst},h}\|^2 + \epsilon^2}`
+(:func:`lipgnn.nn.fused.lipschitz_csr.gat_node_denominator_csr`).
+
+Backward, with :math:`g_{i,h} = \partial L/\partial o_{i,h}`: :math:`\partial z_j \mathrel{+}= \sum_i \alpha_{ij}
+g_i`, :math:`\delta_{ij} = g_i\cdot z_j`, :math:`\partial e_{ij} = \alpha_{ij}(\delta_{ij} - \sum_k \alpha_{ik}
+\delta_{ik})`, through LeakyReLU to the score terms :math:`s_j = a_{\mathrm{src}}\cdot z_j`,
+:math:`t_i = a_{\mathrm{dst}}\cdot z_i` (times :math:`k_i`), and from them to :math:`z` and the attention vectors.
+For GAT-Lip also :math:`\partial k_i = \sum_j \partial e_{ij} (s_j + t_i)`,
+:math:`\partial c_i = -\partial k_i\, k_i^2 / \alpha`, to :math:`\|a_h\|` and, through
+:math:`\partial\|z\|^2 / \partial z = 2z`, to :math:`z_i` and to the maximising sources (a maximum shared by
+several sources splits its gradient equally, as the general path does). Last, :math:`\partial x = \partial z\, W`
+and :math:`\partial W = \partial z^\top x`.
 
 Why by hand: on Fig. 5's tree batches (960 nodes of width 32 at tree depth 3) the layer has little arithmetic, and
-the general CSR path (:class:`lipgnn.nn.fused.FusedLipGATConv`: projection, node terms, scores, LeakyReLU,
-softmax, SpMM, bias, each its own autograd node) spends most of its time per layer forward and backward in
-per-operation dispatch (1.9 ms there against 1.1 ms here, :data:`SMALL_EDGE_HEADS`). Here the layer is one
-autograd node: a projection GEMM and one loop forward; one loop and two GEMMs backward. On large graphs the
-general path's MKL products win, so :func:`applies` takes this path only up to :data:`SMALL_EDGE_HEADS` (which
-covers Fig. 5's batches up to tree depth 4).
+the general CSR path (:class:`lipgnn.nn.fused.FusedLipGATConv`: projection, node terms, eq. (17)'s neighbour
+maxima and factor, scores, LeakyReLU, softmax, SpMM, bias, each its own autograd node) spends most of its time
+per layer forward and backward in per-operation dispatch (GAT 1.9 ms there against 1.1 ms here, GAT-Lip 2.4 ms
+against 1.4 ms; :data:`SMALL_EDGE_HEADS`). Here the layer is one autograd node: a projection GEMM and one loop
+forward; one loop and two GEMMs backward. On large graphs the general path's MKL products win, so
+:func:`applies` takes this path only up to :data:`SMALL_EDGE_HEADS` (which covers Fig. 5's batches up to tree
+depth 4).
 
-Only the plain layer runs here (no LipschitzNorm, no edge features, no residual projection, no attention dropout
-while training); everything else takes the general path, which is this function's eager twin. Both are tested
-equal to PyG's ``GATConv`` (``tests/test_fused_gat_small.py``).
+The softmax is shifted by the row maximum, where the general path's GAT-Lip shifts by the score bound
+:math:`\alpha` (equal in exact arithmetic). The authors' reference variant, edge features, a residual
+projection and attention dropout while training take the general path, which is also this function's eager twin
+(CUDA, ``LIPGNN_KERNELS=eager``). Both paths are tested equal to PyG's ``GATConv`` and to
+:class:`lipgnn.nn.LipGATConv` (``tests/test_fused_gat_small.py``).
 """
 
 from __future__ import annotations
@@ -38,15 +51,17 @@ from torch import Tensor
 from lipgnn.nn.fused import kernels
 from lipgnn.nn.fused.graph import CSRGraph
 from lipgnn.nn.fused.kernels import _np, _zero, numba
+from lipgnn.nn.lipschitz import EPS
 
 __all__ = ["SMALL_EDGE_HEADS", "applies", "small_gat"]
 
 #: Largest ``edges × heads`` the one-operation path takes. Its loops scatter gradients to source rows in edge order
 #: where the general path hands the attention products to MKL, so on large graphs without locality the general path
 #: wins. Forward + backward of one layer against the general path, one thread, loaded 2-core host (ratio > 1: this
-#: path faster): Fig. 5's tree batches, 4 heads of 8, at depth 3 (960 nodes, 7,424 edge-heads) 1.81x, at depth 4
-#: (31,744 nodes, 249,856 edge-heads) 1.30x; random graphs with 5 edges per node, 4 heads of 8: 2,708 nodes
-#: (~65,000 edge-heads) 1.15x, 8,000 nodes (~190,000) 1.11x, 19,717 nodes (PubMed's size, ~490,000) 0.71x.
+#: path faster), 4 heads of 8: Fig. 5's tree batches at depth 3 (960 nodes, 7,424 edge-heads) GAT 1.81x, GAT-Lip
+#: 1.71x; at depth 4 (31,744 nodes, 249,856 edge-heads) 1.30x, 1.08x; random graphs with 5 edges per node: 2,708
+#: nodes (~65,000 edge-heads) 1.15x, 1.11x; 8,000 nodes (~190,000) 1.11x, 0.91x; 19,717 nodes (PubMed's size,
+#: ~490,000) GAT 0.71x.
 SMALL_EDGE_HEADS = 1 << 18
 
 if numba is not None:
@@ -61,28 +76,35 @@ if numba is not None:
 
     @_jit
     def _forward(z, att_src, att_dst, rowptr, col, slope, bias, concat, out, alpha, s, t,
-                 zero, one, inv_heads):  # pragma: no cover
+                 lip, att_norm, lip_alpha, eps, sq, scale, nmax, ties, zero, one, inv_heads):  # pragma: no cover
         # z [N, H·C], att_* [H·C]; alpha [E, H] (written); s, t [N, H] score terms (written);
-        # out [N, H·C] (concat) or [N, C]
+        # out [N, H·C] (concat) or [N, C]. With ``lip`` (eq. (17)): att_norm [H] = sqrt(‖a_h‖² + eps²);
+        # written: sq [N, H] = ‖z_v,h‖², and per target scale = α / c_i, nmax = max_j ‖z_j‖², ties (its count)
         n, hc = z.shape
         heads = s.shape[1]
         width = hc // heads
         prod_s = np.empty(hc, z.dtype)
         prod_t = np.empty(hc, z.dtype)
+        prod_q = np.empty(hc, z.dtype)
         for v in range(n):
             for k in range(hc):
                 prod_s[k] = z[v, k] * att_src[k]
                 prod_t[k] = z[v, k] * att_dst[k]
+                prod_q[k] = z[v, k] * z[v, k]
             for h in range(heads):
                 a = zero
                 b = zero
+                q = zero
                 for c in range(width):
                     a += prod_s[h * width + c]
                     b += prod_t[h * width + c]
+                    q += prod_q[h * width + c]
                 s[v, h] = a
                 t[v, h] = b
+                sq[v, h] = q
         m = np.empty(heads, z.dtype)
         total = np.empty(heads, z.dtype)
+        k_row = np.empty(heads, z.dtype)
         weight = np.empty(hc, z.dtype)
         row = np.empty(hc, z.dtype)
         for i in range(n):
@@ -92,10 +114,25 @@ if numba is not None:
             if start < stop:
                 for h in range(heads):
                     total[h] = zero
+                    k_row[h] = one
+                if lip:  # eq. (17): c_i = ‖a_h‖ sqrt(‖z_i‖² + max_j ‖z_j‖²) + eps, from 0 like the general path
+                    for h in range(heads):
+                        best = zero
+                        for e in range(start, stop):
+                            q = sq[col[e], h]
+                            best = q if q > best else best
+                        count = 0
+                        for e in range(start, stop):
+                            count += sq[col[e], h] == best
+                        c_i = att_norm[h] * np.sqrt(sq[i, h] + best + eps * eps) + eps
+                        k_row[h] = lip_alpha / c_i
+                        scale[i, h] = k_row[h]
+                        nmax[i, h] = best
+                        ties[i, h] = count
                 for e in range(start, stop):
                     j = col[e]
                     for h in range(heads):
-                        u = s[j, h] + t[i, h]
+                        u = (s[j, h] + t[i, h]) * k_row[h]
                         u = u if u > zero else u * slope
                         alpha[e, h] = u
                         if e == start or u > m[h]:
@@ -128,16 +165,21 @@ if numba is not None:
 
     @_jit
     def _backward(grad, z, att_src, att_dst, rowptr, col, slope, concat, alpha, s, t,
-                  grad_z, grad_att_src, grad_att_dst, delta, grad_s, grad_t, zero, inv_heads):  # pragma: no cover
-        # grad [N, H·C] or [N, C]; z, grad_z [N, H·C] (grad_z zeroed); att_* [H·C]; grad_s [N, H] (zeroed),
-        # grad_t [N, H] (written); grad_att_* [H·C] (written); delta [max degree, H] scratch
+                  lip, att_norm, lip_alpha, eps, sq, scale, nmax, ties,
+                  grad_z, grad_att_src, grad_att_dst, grad_att_norm, delta, grad_s, grad_t, grad_sq,
+                  zero, one, inv_heads):  # pragma: no cover
+        # grad [N, H·C] or [N, C]; z, grad_z [N, H·C] (grad_z zeroed); att_* [H·C]; grad_s, grad_sq [N, H]
+        # (zeroed), grad_t [N, H] (written); grad_att_* [H·C] (written); grad_att_norm [H] (zeroed);
+        # delta [max degree, H] scratch; the eq. (17) arrays as the forward wrote them
         n, hc = z.shape
         heads = s.shape[1]
         width = hc // heads
+        two = one + one
         g_row = np.empty(hc, z.dtype)
         prod = np.empty(hc, z.dtype)
         weight = np.empty(hc, z.dtype)
         weighted = np.empty(heads, z.dtype)
+        grad_k = np.empty(heads, z.dtype)
         for i in range(n):
             start, stop = rowptr[i], rowptr[i + 1]
             if concat:
@@ -150,6 +192,7 @@ if numba is not None:
             for h in range(heads):
                 weighted[h] = zero
                 grad_t[i, h] = zero
+                grad_k[h] = zero
             for e in range(start, stop):
                 j = col[e]
                 for k in range(hc):
@@ -168,10 +211,27 @@ if numba is not None:
             for e in range(start, stop):
                 j = col[e]
                 for h in range(heads):
+                    p = s[j, h] + t[i, h]
                     de = alpha[e, h] * (delta[e - start, h] - weighted[h])
-                    de = de if s[j, h] + t[i, h] > zero else de * slope
+                    de = de if p > zero else de * slope  # the sign of p · α / c_i is p's
+                    if lip:
+                        grad_k[h] += de * p
+                        de = de * scale[i, h]
                     grad_s[j, h] += de
                     grad_t[i, h] += de
+            if lip and start < stop:
+                for h in range(heads):
+                    # k = α / c: dL/dc = -dL/dk · k² / α; c = A R + eps, R = sqrt(‖z_i‖² + M_i + eps²)
+                    k_i = scale[i, h]
+                    r_i = np.sqrt(sq[i, h] + nmax[i, h] + eps * eps)
+                    grad_c = -grad_k[h] * k_i * k_i / lip_alpha
+                    grad_att_norm[h] += grad_c * r_i
+                    grad_q = grad_c * att_norm[h] / (two * r_i)
+                    grad_sq[i, h] += grad_q
+                    share = grad_q / ties[i, h]  # the maximum's gradient, split among tied sources
+                    for e in range(start, stop):
+                        if sq[col[e], h] == nmax[i, h]:
+                            grad_sq[col[e], h] += share
         acc_src = np.zeros(hc, z.dtype)
         acc_dst = np.zeros(hc, z.dtype)
         for v in range(n):
@@ -179,9 +239,10 @@ if numba is not None:
                 for c in range(width):
                     prod[h * width + c] = grad_s[v, h]
                     weight[h * width + c] = grad_t[v, h]
+                    g_row[h * width + c] = two * grad_sq[v, h]
             for k in range(hc):
                 zk = z[v, k]
-                grad_z[v, k] += prod[k] * att_src[k] + weight[k] * att_dst[k]
+                grad_z[v, k] += prod[k] * att_src[k] + weight[k] * att_dst[k] + g_row[k] * zk
                 acc_src[k] += prod[k] * zk
                 acc_dst[k] += weight[k] * zk
         for k in range(hc):
@@ -198,48 +259,66 @@ def applies(x: Tensor, graph: CSRGraph, heads: int) -> bool:
 class _SmallGAT(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, weight: Tensor, att_src: Tensor, att_dst: Tensor, bias: Tensor | None,  # type: ignore[override]
-                graph: CSRGraph, concat: bool, slope: float) -> Tensor:
+                graph: CSRGraph, concat: bool, slope: float, lip_alpha: float | None, eps: float) -> Tensor:
         heads, width = att_src.shape
         n = x.size(0)
+        lip = lip_alpha is not None
         z = torch.mm(x, weight.t())  # [N, H·C]
         out = x.new_empty(n, heads * width if concat else width)
         alpha = x.new_empty(graph.num_edges, heads)
-        s, t = x.new_empty(n, heads), x.new_empty(n, heads)
+        s, t, sq = x.new_empty(n, heads), x.new_empty(n, heads), x.new_empty(n, heads)
+        scale, nmax = x.new_ones(n, heads), x.new_zeros(n, heads)
+        ties = np.ones((n, heads), dtype=np.int64)
+        # eq. (17)'s ‖a_h‖ (with eps² under the root, as the general path's safe_sqrt)
+        att_norm = ((att_src * att_src).sum(-1) + (att_dst * att_dst).sum(-1) + eps * eps).sqrt()
         zero = _zero(x)
+        kind = zero.dtype.type
         bias_arr = _np(bias) if bias is not None else np.zeros(out.size(1), dtype=zero.dtype)
         _forward(_np(z), _np(att_src).reshape(-1), _np(att_dst).reshape(-1), _np(graph.rowptr), _np(graph.col),
-                 zero.dtype.type(slope),
-                 bias_arr, concat, out.numpy(), alpha.numpy(), s.numpy(), t.numpy(), zero, zero.dtype.type(1),
-                 zero.dtype.type(1.0 / heads))
-        ctx.save_for_backward(x, weight, att_src, att_dst, z, alpha, s, t)
+                 kind(slope), bias_arr, concat, out.numpy(), alpha.numpy(), s.numpy(), t.numpy(),
+                 lip, _np(att_norm), kind(lip_alpha if lip else 1.0), kind(eps), sq.numpy(), scale.numpy(),
+                 nmax.numpy(), ties, zero, kind(1), kind(1.0 / heads))
+        ctx.save_for_backward(x, weight, att_src, att_dst, z, alpha, s, t, sq, scale, nmax, att_norm)
         ctx.graph, ctx.concat, ctx.slope, ctx.has_bias = graph, concat, slope, bias is not None
+        ctx.lip_alpha, ctx.eps, ctx.ties = lip_alpha, eps, ties
         return out
 
     @staticmethod
     def backward(ctx, grad: Tensor):  # type: ignore[override]
-        x, weight, att_src, att_dst, z, alpha, s, t = ctx.saved_tensors
+        x, weight, att_src, att_dst, z, alpha, s, t, sq, scale, nmax, att_norm = ctx.saved_tensors
         graph = ctx.graph
         heads, width = att_src.shape
         n = z.size(0)
+        lip = ctx.lip_alpha is not None
         zero = _zero(x)
+        kind = zero.dtype.type
         grad_z = torch.zeros_like(z)
         grad_att = x.new_empty(2, heads, width)
         att = grad_att.numpy().reshape(2, heads * width)
+        grad_att_norm = x.new_zeros(heads)
         rowptr = _np(graph.rowptr)
         scratch = np.empty((int(np.diff(rowptr).max()) if n else 0, heads), dtype=zero.dtype)
-        grad_st = np.zeros((2, n, heads), dtype=zero.dtype)
+        grad_st = np.zeros((3, n, heads), dtype=zero.dtype)
         _backward(_np(grad), _np(z), _np(att_src).reshape(-1), _np(att_dst).reshape(-1), rowptr, _np(graph.col),
-                  zero.dtype.type(ctx.slope), ctx.concat, _np(alpha), _np(s), _np(t), grad_z.numpy(), att[0], att[1],
-                  scratch, grad_st[0], grad_st[1], zero, zero.dtype.type(1.0 / heads))
+                  kind(ctx.slope), ctx.concat, _np(alpha), _np(s), _np(t),
+                  lip, _np(att_norm), kind(ctx.lip_alpha if lip else 1.0), kind(ctx.eps), _np(sq), _np(scale),
+                  _np(nmax), ctx.ties, grad_z.numpy(), att[0], att[1], grad_att_norm.numpy(), scratch,
+                  grad_st[0], grad_st[1], grad_st[2], zero, kind(1), kind(1.0 / heads))
+        if lip:  # through ‖a_h‖ = sqrt(‖a_src,h‖² + ‖a_dst,h‖² + eps²)
+            factor = (grad_att_norm / att_norm).unsqueeze(-1)
+            grad_att[0] += factor * att_src
+            grad_att[1] += factor * att_dst
         grad_x = torch.mm(grad_z, weight) if ctx.needs_input_grad[0] else None
         grad_w = torch.mm(grad_z.t(), x) if ctx.needs_input_grad[1] else None
         grad_bias = grad.sum(0) if ctx.has_bias else None
-        return grad_x, grad_w, grad_att[0], grad_att[1], grad_bias, None, None, None
+        return grad_x, grad_w, grad_att[0], grad_att[1], grad_bias, None, None, None, None, None
 
 
 def small_gat(x: Tensor, weight: Tensor, att_src: Tensor, att_dst: Tensor, bias: Tensor | None, graph: CSRGraph,
-              concat: bool, negative_slope: float) -> Tensor:
+              concat: bool, negative_slope: float, lip_alpha: float | None = None, eps: float = EPS) -> Tensor:
     """GAT's output ``[N, H·C]`` (``concat``) or ``[N, C]`` for the node features ``x`` ``[N, F]``, the projection
-    ``weight`` ``[H·C, F]``, the attention vectors ``[H, C]`` and the CSR ``graph`` (module docstring)."""
+    ``weight`` ``[H·C, F]``, the attention vectors ``[H, C]`` and the CSR ``graph`` (module docstring); with
+    ``lip_alpha``, the scores of LipschitzNorm's eq. (17) (``variant="paper"``) with that α."""
     return _SmallGAT.apply(x.contiguous(), weight, att_src.contiguous(), att_dst.contiguous(), bias, graph,
-                           bool(concat), float(negative_slope))
+                           bool(concat), float(negative_slope), None if lip_alpha is None else float(lip_alpha),
+                           float(eps))
