@@ -44,6 +44,19 @@ def pair(heads: int, concat: bool, in_channels: int = 12, out_channels: int = 5,
     return ref, fused
 
 
+def lip_pair(heads: int, concat: bool, alpha: float, in_channels: int = 12, out_channels: int = 5,
+             **kwargs) -> tuple[LipGATConv, FusedLipGATConv]:
+    ref = LipGATConv(in_channels, out_channels, heads=heads, concat=concat, lipschitz_norm=True, alpha=alpha,
+                     variant="paper", **kwargs)
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.copy_(torch.randn(p.shape, generator=seeded(2)) * 0.7)
+    fused = FusedLipGATConv(in_channels, out_channels, heads=heads, concat=concat, lipschitz_norm=True, alpha=alpha,
+                            variant="paper", **kwargs)
+    fused.load_state_dict(ref.state_dict())
+    return ref, fused
+
+
 def forward_backward(module: nn.Module, x: torch.Tensor, edge_index: torch.Tensor):
     x = x.clone().requires_grad_(True)
     out = module(x, edge_index)
@@ -59,6 +72,15 @@ def assert_same(a, b) -> None:
     assert a[2].keys() == b[2].keys()
     for name in a[2]:
         torch.testing.assert_close(a[2][name], b[2][name], **TOL, msg=lambda m, n=name: f"grad of {n}: {m}")
+
+
+def assert_near(got, exact, rel: float = 1e-5) -> None:
+    """Every output and gradient within ``rel`` of the exact tensor's largest entry."""
+    pairs = [("output", got[0], exact[0]), ("x", got[1], exact[1]),
+             *((f"grad of {k}", got[2][k], exact[2][k]) for k in exact[2])]
+    for name, a, b in pairs:
+        error = float((a.double() - b.double()).abs().max() / b.abs().max())
+        assert error < rel, f"{name}: {error:.2e} of its scale"
 
 
 @pytest.fixture(autouse=True)
@@ -78,12 +100,16 @@ def test_small_path_equals_pyg_gatconv(heads: int, concat: bool, graph: str) -> 
     assert_same(got, forward_backward(ref, x, edge_index))
 
 
+@pytest.mark.parametrize("layer", ["gat", "gat-lip"])
 @pytest.mark.parametrize("concat", [True, False], ids=["concat", "mean"])
-def test_small_and_general_paths_agree_on_a_tree_batch(concat: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fig. 5's batch at tree depth 3 (960 nodes, 4 heads of 8): both float32 paths against PyG in float64 (their
-    sums run in different orders, so they are compared with the exact layer, not with each other)."""
+def test_small_and_general_paths_agree_on_a_tree_batch(concat: bool, layer: str,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fig. 5's batch at tree depth 3 (960 nodes, 4 heads of 8): both float32 paths against the reference layer in
+    float64 (their sums run in different orders, so they are compared with the exact layer, not with each other;
+    both stay near 2e-6 of each tensor's scale)."""
     edge_index, n = tree_batch(count=64)
-    ref, fused = pair(4, concat, in_channels=32, out_channels=8)
+    ref, fused = (pair(4, concat, in_channels=32, out_channels=8) if layer == "gat"
+                  else lip_pair(4, concat, 2.0, in_channels=32, out_channels=8))
     x = torch.randn(n, 32, generator=seeded(5))
     exact = forward_backward(ref.double(), x.double(), edge_index)
     small = forward_backward(fused, x, edge_index)
@@ -91,12 +117,8 @@ def test_small_and_general_paths_agree_on_a_tree_batch(concat: bool, monkeypatch
     monkeypatch.setattr(gat_small, "SMALL_EDGE_HEADS", 0)
     general = forward_backward(fused, x, edge_index)
     assert small[3] == SMALL and general[3] != SMALL
-    for got in (small, general):
-        for name, a, b in [("output", got[0], exact[0]), ("x", got[1], exact[1]),
-                           *((f"grad of {k}", got[2][k], exact[2][k]) for k in exact[2])]:
-            # float32 sums of large terms: within 1e-5 of the tensor's scale (both paths stay near 2e-6)
-            error = float((a.double() - b.double()).abs().max() / b.abs().max())
-            assert error < 1e-5, f"{name}: {error:.2e} of its scale"
+    assert_near(small, exact)
+    assert_near(general, exact)
 
 
 def test_without_self_loops_a_node_with_no_edges_gets_the_bias_only() -> None:
@@ -174,28 +196,6 @@ def test_row_maximum_keeps_large_scores_finite() -> None:
 # ---------------------------------------------------------------- GAT-Lip (eq. (17), paper variant) -------
 
 
-def lip_pair(heads: int, concat: bool, alpha: float, in_channels: int = 12, out_channels: int = 5,
-             **kwargs) -> tuple[LipGATConv, FusedLipGATConv]:
-    ref = LipGATConv(in_channels, out_channels, heads=heads, concat=concat, lipschitz_norm=True, alpha=alpha,
-                     variant="paper", **kwargs)
-    with torch.no_grad():
-        for p in ref.parameters():
-            p.copy_(torch.randn(p.shape, generator=seeded(2)) * 0.7)
-    fused = FusedLipGATConv(in_channels, out_channels, heads=heads, concat=concat, lipschitz_norm=True, alpha=alpha,
-                            variant="paper", **kwargs)
-    fused.load_state_dict(ref.state_dict())
-    return ref, fused
-
-
-def assert_near(got, exact, rel: float = 1e-5) -> None:
-    """Every output and gradient within ``rel`` of the exact tensor's largest entry."""
-    pairs = [("output", got[0], exact[0]), ("x", got[1], exact[1]),
-             *((f"grad of {k}", got[2][k], exact[2][k]) for k in exact[2])]
-    for name, a, b in pairs:
-        error = float((a.double() - b.double()).abs().max() / b.abs().max())
-        assert error < rel, f"{name}: {error:.2e} of its scale"
-
-
 @pytest.mark.parametrize("alpha", [1.0, 5.0])
 @pytest.mark.parametrize("graph", ["trees", "random"])
 @pytest.mark.parametrize("concat", [True, False], ids=["concat", "mean"])
@@ -208,20 +208,6 @@ def test_lip_small_path_equals_the_reference_layer(heads: int, concat: bool, gra
     got = forward_backward(fused, x, edge_index)
     assert got[3] == SMALL, "the one-operation path did not run"
     assert_near(got, forward_backward(ref.double(), x.double(), edge_index))
-
-
-def test_lip_small_and_general_paths_agree_on_a_tree_batch(monkeypatch: pytest.MonkeyPatch) -> None:
-    edge_index, n = tree_batch(count=64)
-    ref, fused = lip_pair(4, True, 2.0, in_channels=32, out_channels=8)
-    x = torch.randn(n, 32, generator=seeded(5))
-    exact = forward_backward(ref.double(), x.double(), edge_index)
-    small = forward_backward(fused, x, edge_index)
-    fused.zero_grad(set_to_none=True)
-    monkeypatch.setattr(gat_small, "SMALL_EDGE_HEADS", 0)
-    general = forward_backward(fused, x, edge_index)
-    assert small[3] == SMALL and general[3] != SMALL
-    assert_near(small, exact)
-    assert_near(general, exact)
 
 
 def test_lip_tied_neighbour_maxima_share_the_gradient(monkeypatch: pytest.MonkeyPatch) -> None:
