@@ -220,7 +220,7 @@ def test_layers_use_the_shift_free_softmax_only_under_lipschitznorm(
     seen: list[float | None] = []
     real = csr_softmax
     # the general CSR path's choice (small plain GAT layers run as one operation, always with the row maximum)
-    monkeypatch.setattr(gat_small, "SMALL_EDGE_HEADS", 0)
+    monkeypatch.setattr(gat_small, "SMALL_EDGE_CHANNELS", 0)
     for module in (gat_conv, transformer_conv):
         monkeypatch.setattr(module, "csr_softmax", lambda s, g, bound=None: seen.append(bound) or real(s, g, bound))
     x = torch.randn(tiny_graph.num_dst, 6)

@@ -114,7 +114,7 @@ def test_small_and_general_paths_agree_on_a_tree_batch(concat: bool, layer: str,
     exact = forward_backward(ref.double(), x.double(), edge_index)
     small = forward_backward(fused, x, edge_index)
     fused.zero_grad(set_to_none=True)
-    monkeypatch.setattr(gat_small, "SMALL_EDGE_HEADS", 0)
+    monkeypatch.setattr(gat_small, "SMALL_EDGE_CHANNELS", 0)
     general = forward_backward(fused, x, edge_index)
     assert small[3] == SMALL and general[3] != SMALL
     assert_near(small, exact)
@@ -172,9 +172,9 @@ def test_path_is_taken_only_where_it_applies(monkeypatch: pytest.MonkeyPatch) ->
     assert path(res, x.clone(), edge_index) != SMALL
     # above the size limit, or without the compiled loops (CUDA, LIPGNN_KERNELS=eager)
     graph = CSRGraph.from_edge_index(edge_index, n)
-    monkeypatch.setattr(gat_small, "SMALL_EDGE_HEADS", graph.num_edges * 4 - 1)
+    monkeypatch.setattr(gat_small, "SMALL_EDGE_CHANNELS", graph.num_edges * 4 * 5 - 1)
     assert path(fused, x.clone(), edge_index) != SMALL
-    monkeypatch.setattr(gat_small, "SMALL_EDGE_HEADS", graph.num_edges * 4)
+    monkeypatch.setattr(gat_small, "SMALL_EDGE_CHANNELS", graph.num_edges * 4 * 5)
     assert path(fused, x.clone(), edge_index) == SMALL
     with kernels.disabled():
         assert path(fused, x.clone(), edge_index) != SMALL
@@ -219,7 +219,7 @@ def test_lip_tied_neighbour_maxima_share_the_gradient(monkeypatch: pytest.Monkey
     _, fused = lip_pair(2, True, 1.0)
     small = forward_backward(fused, x, edge_index)
     fused.zero_grad(set_to_none=True)
-    monkeypatch.setattr(gat_small, "SMALL_EDGE_HEADS", 0)
+    monkeypatch.setattr(gat_small, "SMALL_EDGE_CHANNELS", 0)
     general = forward_backward(fused, x, edge_index)
     assert small[3] == SMALL and general[3] != SMALL
     assert_same(small, general)

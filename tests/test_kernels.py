@@ -259,7 +259,7 @@ def test_layers_take_the_compiled_path_on_cpu(kind: str, monkeypatch: pytest.Mon
     if kind == "gat":  # a graph this small runs GAT-Lip as one operation, whose loops are compiled too
         out = conv(torch.randn(8, 5), ei)
         assert type(out.grad_fn).__name__ == "_SmallGATBackward" and calls == []
-        monkeypatch.setattr(gat_small, "SMALL_EDGE_HEADS", 0)  # the general path below
+        monkeypatch.setattr(gat_small, "SMALL_EDGE_CHANNELS", 0)  # the general path below
     conv(torch.randn(8, 5), ei).sum().backward()
     expected = ({"gat_node_terms", "neighbour_max", "gat_edge_scores"} if kind == "gat"
                 else {"sq_norm", "neighbour_max_pair", "eq19_scale", "row_scale"})

@@ -142,7 +142,7 @@ class FusedLipGATConv(LipGATConv):
         assert isinstance(x, Tensor)
         if self._takes_one_operation(x, edge_attr):
             graph = resolve_graph(edge_index, x.size(0), self.graph_self_loops())
-            if gat_small.applies(x, graph, self.heads):
+            if gat_small.applies(x, graph, self.heads, self.out_channels):
                 bias = self.bias if elu_alpha is None else None
                 out = gat_small.small_gat(x, self.lin.weight, self.att_src[0], self.att_dst[0], bias, graph,
                                           self.concat, self.negative_slope,

@@ -30,10 +30,11 @@ Why by hand: on Fig. 5's tree batches (960 nodes of width 32 at tree depth 3) th
 the general CSR path (:class:`lipgnn.nn.fused.FusedLipGATConv`: projection, node terms, eq. (17)'s neighbour
 maxima and factor, scores, LeakyReLU, softmax, SpMM, bias, each its own autograd node) spends most of its time
 per layer forward and backward in per-operation dispatch (GAT 1.9 ms there against 1.1 ms here, GAT-Lip 2.4 ms
-against 1.4 ms; :data:`SMALL_EDGE_HEADS`). Here the layer is one autograd node: a projection GEMM and one loop
-forward; one loop and two GEMMs backward. On large graphs the general path's MKL products win, so
-:func:`applies` takes this path only up to :data:`SMALL_EDGE_HEADS` (which covers Fig. 5's batches up to tree
-depth 4).
+against 1.4 ms; :data:`SMALL_EDGE_CHANNELS`). Here the layer is one autograd node: forward a projection GEMM, a
+loop forming the scores shifted by their row maxima, torch's vectorised ``exp_`` and a loop normalising and
+aggregating; backward one loop and two GEMMs. On large graphs the general path's MKL products win, so
+:func:`applies` takes this path only up to :data:`SMALL_EDGE_CHANNELS` (which covers Fig. 5's batches up to tree
+depth 4 and Cora, not PubMed).
 
 The softmax is shifted by the row maximum, where the general path's GAT-Lip shifts by the score bound
 :math:`\alpha` (equal in exact arithmetic). The authors' reference variant, edge features, a residual
@@ -53,16 +54,17 @@ from lipgnn.nn.fused.graph import CSRGraph
 from lipgnn.nn.fused.kernels import _np, _zero, numba
 from lipgnn.nn.lipschitz import EPS
 
-__all__ = ["SMALL_EDGE_HEADS", "applies", "small_gat"]
+__all__ = ["SMALL_EDGE_CHANNELS", "applies", "small_gat"]
 
-#: Largest ``edges × heads`` the one-operation path takes. Its loops scatter gradients to source rows in edge order
-#: where the general path hands the attention products to MKL, so on large graphs without locality the general path
-#: wins. Forward + backward of one layer against the general path, one thread, loaded 2-core host (ratio > 1: this
-#: path faster), 4 heads of 8: Fig. 5's tree batches at depth 3 (960 nodes, 7,424 edge-heads) GAT 1.81x, GAT-Lip
-#: 1.71x; at depth 4 (31,744 nodes, 249,856 edge-heads) 1.30x, 1.08x; random graphs with 5 edges per node: 2,708
-#: nodes (~65,000 edge-heads) 1.15x, 1.11x; 8,000 nodes (~190,000) 1.11x, 0.91x; 19,717 nodes (PubMed's size,
-#: ~490,000) GAT 0.71x.
-SMALL_EDGE_HEADS = 1 << 18
+#: Largest ``edges × heads × channels per head`` (the aggregation's multiply-adds) the one-operation path takes.
+#: Its loops scatter gradients to source rows in edge order where the general path hands the attention products to
+#: MKL, so on large graphs the general path wins. Forward + backward of one layer against the general path, one
+#: thread, loaded 2-core host (ratio > 1: this path faster), GAT and GAT-Lip: Fig. 5's tree batches, 4 heads of 8,
+#: at depth 3 (960 nodes, 1,856 edges: 0.06 M) 1.81x and 1.71x, at depth 4 (31,744 nodes, 62,464 edges: 2.0 M)
+#: 1.30x and 1.08x; Cora with 1 head of 64 (13,264 edges: 0.85 M) about 1.1x and 1.2x; random graphs of 5 edges
+#: per node, 4 heads of 8: 2,708 nodes (0.5 M) 1.15x and 1.11x, 8,000 nodes (1.5 M) 1.11x and 0.91x; PubMed with
+#: 1 head of 64 (108,365 edges: 6.9 M) 0.7x and 0.8x, so it stays above the limit.
+SMALL_EDGE_CHANNELS = 1 << 21
 
 if numba is not None:
     _jit = numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
@@ -75,11 +77,12 @@ if numba is not None:
     # (the per-head 8-channel loops ran about 3x slower).
 
     @_jit
-    def _forward(z, att_src, att_dst, rowptr, col, slope, bias, concat, out, alpha, s, t,
-                 lip, att_norm, lip_alpha, eps, sq, scale, nmax, ties, zero, one, inv_heads):  # pragma: no cover
-        # z [N, H·C], att_* [H·C]; alpha [E, H] (written); s, t [N, H] score terms (written);
-        # out [N, H·C] (concat) or [N, C]. With ``lip`` (eq. (17)): att_norm [H] = sqrt(‖a_h‖² + eps²);
-        # written: sq [N, H] = ‖z_v,h‖², and per target scale = α / c_i, nmax = max_j ‖z_j‖², ties (its count)
+    def _scores(z, att_src, att_dst, rowptr, col, slope, alpha, s, t,
+                lip, att_norm, lip_alpha, eps, sq, scale, nmax, ties, zero, one):  # pragma: no cover
+        # First half of the forward. z [N, H·C], att_* [H·C]; written: s, t [N, H] score terms, alpha [E, H] the
+        # scores shifted by their row's maximum (<= 0; exponentiated by the caller). With ``lip`` (eq. (17)):
+        # att_norm [H] = sqrt(‖a_h‖² + eps²); written: sq [N, H] = ‖z_v,h‖², and per target scale = α / c_i,
+        # nmax = max_j ‖z_j‖², ties (its count)
         n, hc = z.shape
         heads = s.shape[1]
         width = hc // heads
@@ -103,8 +106,47 @@ if numba is not None:
                 t[v, h] = b
                 sq[v, h] = q
         m = np.empty(heads, z.dtype)
-        total = np.empty(heads, z.dtype)
         k_row = np.empty(heads, z.dtype)
+        for i in range(n):
+            start, stop = rowptr[i], rowptr[i + 1]
+            if start == stop:
+                continue
+            for h in range(heads):
+                k_row[h] = one
+            if lip:  # eq. (17): c_i = ‖a_h‖ sqrt(‖z_i‖² + max_j ‖z_j‖²) + eps, from 0 like the general path
+                for h in range(heads):
+                    best = zero
+                    for e in range(start, stop):
+                        q = sq[col[e], h]
+                        best = q if q > best else best
+                    count = 0
+                    for e in range(start, stop):
+                        count += sq[col[e], h] == best
+                    c_i = att_norm[h] * np.sqrt(sq[i, h] + best + eps * eps) + eps
+                    k_row[h] = lip_alpha / c_i
+                    scale[i, h] = k_row[h]
+                    nmax[i, h] = best
+                    ties[i, h] = count
+            for e in range(start, stop):
+                j = col[e]
+                for h in range(heads):
+                    u = (s[j, h] + t[i, h]) * k_row[h]
+                    u = u if u > zero else u * slope
+                    alpha[e, h] = u
+                    if e == start or u > m[h]:
+                        m[h] = u
+            for e in range(start, stop):
+                for h in range(heads):
+                    alpha[e, h] -= m[h]
+
+    @_jit
+    def _aggregate(z, rowptr, col, bias, concat, out, alpha, zero, one, inv_heads):  # pragma: no cover
+        # Second half: alpha [E, H] holds exp(shifted scores); normalised in place (PyG's softmax), then
+        # out [N, H·C] (concat) or [N, C] = bias + the rows' weighted sums of z [N, H·C]
+        n, hc = z.shape
+        heads = alpha.shape[1]
+        width = hc // heads
+        total = np.empty(heads, z.dtype)
         weight = np.empty(hc, z.dtype)
         row = np.empty(hc, z.dtype)
         for i in range(n):
@@ -114,34 +156,9 @@ if numba is not None:
             if start < stop:
                 for h in range(heads):
                     total[h] = zero
-                    k_row[h] = one
-                if lip:  # eq. (17): c_i = ‖a_h‖ sqrt(‖z_i‖² + max_j ‖z_j‖²) + eps, from 0 like the general path
-                    for h in range(heads):
-                        best = zero
-                        for e in range(start, stop):
-                            q = sq[col[e], h]
-                            best = q if q > best else best
-                        count = 0
-                        for e in range(start, stop):
-                            count += sq[col[e], h] == best
-                        c_i = att_norm[h] * np.sqrt(sq[i, h] + best + eps * eps) + eps
-                        k_row[h] = lip_alpha / c_i
-                        scale[i, h] = k_row[h]
-                        nmax[i, h] = best
-                        ties[i, h] = count
-                for e in range(start, stop):
-                    j = col[e]
-                    for h in range(heads):
-                        u = (s[j, h] + t[i, h]) * k_row[h]
-                        u = u if u > zero else u * slope
-                        alpha[e, h] = u
-                        if e == start or u > m[h]:
-                            m[h] = u
                 for e in range(start, stop):
                     for h in range(heads):
-                        w = np.exp(alpha[e, h] - m[h])
-                        alpha[e, h] = w
-                        total[h] += w
+                        total[h] += alpha[e, h]
                 for h in range(heads):
                     total[h] = one / (total[h] + np.float32(1e-16))
                 for e in range(start, stop):
@@ -250,10 +267,10 @@ if numba is not None:
             grad_att_dst[k] = acc_dst[k]
 
 
-def applies(x: Tensor, graph: CSRGraph, heads: int) -> bool:
-    """Whether the one-operation path takes this input: compiled loops available, ``edges × heads`` at most
-    :data:`SMALL_EDGE_HEADS`."""
-    return graph.num_edges * heads <= SMALL_EDGE_HEADS and kernels.available(x)
+def applies(x: Tensor, graph: CSRGraph, heads: int, channels: int) -> bool:
+    """Whether the one-operation path takes this input: compiled loops available, ``edges × heads × channels`` at
+    most :data:`SMALL_EDGE_CHANNELS`."""
+    return graph.num_edges * heads * channels <= SMALL_EDGE_CHANNELS and kernels.available(x)
 
 
 class _SmallGAT(torch.autograd.Function):
@@ -274,10 +291,12 @@ class _SmallGAT(torch.autograd.Function):
         zero = _zero(x)
         kind = zero.dtype.type
         bias_arr = _np(bias) if bias is not None else np.zeros(out.size(1), dtype=zero.dtype)
-        _forward(_np(z), _np(att_src).reshape(-1), _np(att_dst).reshape(-1), _np(graph.rowptr), _np(graph.col),
-                 kind(slope), bias_arr, concat, out.numpy(), alpha.numpy(), s.numpy(), t.numpy(),
-                 lip, _np(att_norm), kind(lip_alpha if lip else 1.0), kind(eps), sq.numpy(), scale.numpy(),
-                 nmax.numpy(), ties, zero, kind(1), kind(1.0 / heads))
+        z_np, rowptr, col = _np(z), _np(graph.rowptr), _np(graph.col)
+        _scores(z_np, _np(att_src).reshape(-1), _np(att_dst).reshape(-1), rowptr, col, kind(slope), alpha.numpy(),
+                s.numpy(), t.numpy(), lip, _np(att_norm), kind(lip_alpha if lip else 1.0), kind(eps), sq.numpy(),
+                scale.numpy(), nmax.numpy(), ties, zero, kind(1))
+        alpha.exp_()  # torch's vectorised exp: numba's scalar one cost ~10 ns an edge-head
+        _aggregate(z_np, rowptr, col, bias_arr, concat, out.numpy(), alpha.numpy(), zero, kind(1), kind(1.0 / heads))
         ctx.save_for_backward(x, weight, att_src, att_dst, z, alpha, s, t, sq, scale, nmax, att_norm)
         ctx.graph, ctx.concat, ctx.slope, ctx.has_bias = graph, concat, slope, bias is not None
         ctx.lip_alpha, ctx.eps, ctx.ties = lip_alpha, eps, ties
