@@ -66,6 +66,16 @@ def forward_backward(module: nn.Module, x: torch.Tensor, edge_index: torch.Tenso
     return out.detach(), x.grad, grads, type(out.grad_fn).__name__
 
 
+def both_paths(fused: FusedLipGATConv, x: torch.Tensor, edge_index: torch.Tensor, monkeypatch: pytest.MonkeyPatch):
+    """``forward_backward`` on the one-operation path, then (limit 0) on the general path; checks which ran."""
+    small = forward_backward(fused, x, edge_index)
+    fused.zero_grad(set_to_none=True)
+    monkeypatch.setattr(gat_small, "SMALL_EDGE_CHANNELS", 0)
+    general = forward_backward(fused, x, edge_index)
+    assert small[3] == SMALL and general[3] != SMALL
+    return small, general
+
+
 def assert_same(a, b) -> None:
     torch.testing.assert_close(a[0], b[0], **TOL)
     torch.testing.assert_close(a[1], b[1], **TOL)
@@ -112,11 +122,7 @@ def test_small_and_general_paths_agree_on_a_tree_batch(concat: bool, layer: str,
                   else lip_pair(4, concat, 2.0, in_channels=32, out_channels=8))
     x = torch.randn(n, 32, generator=seeded(5))
     exact = forward_backward(ref.double(), x.double(), edge_index)
-    small = forward_backward(fused, x, edge_index)
-    fused.zero_grad(set_to_none=True)
-    monkeypatch.setattr(gat_small, "SMALL_EDGE_CHANNELS", 0)
-    general = forward_backward(fused, x, edge_index)
-    assert small[3] == SMALL and general[3] != SMALL
+    small, general = both_paths(fused, x, edge_index, monkeypatch)
     assert_near(small, exact)
     assert_near(general, exact)
 
@@ -217,11 +223,7 @@ def test_lip_tied_neighbour_maxima_share_the_gradient(monkeypatch: pytest.Monkey
     x = torch.randn(4, 12, generator=seeded(11))
     x[2] = x[1]
     _, fused = lip_pair(2, True, 1.0)
-    small = forward_backward(fused, x, edge_index)
-    fused.zero_grad(set_to_none=True)
-    monkeypatch.setattr(gat_small, "SMALL_EDGE_CHANNELS", 0)
-    general = forward_backward(fused, x, edge_index)
-    assert small[3] == SMALL and general[3] != SMALL
+    small, general = both_paths(fused, x, edge_index, monkeypatch)
     assert_same(small, general)
 
 

@@ -287,7 +287,8 @@ class _SmallGAT(torch.autograd.Function):
         scale, nmax = x.new_ones(n, heads), x.new_zeros(n, heads)
         ties = np.ones((n, heads), dtype=np.int64)
         # eq. (17)'s ‖a_h‖ (with eps² under the root, as the general path's safe_sqrt)
-        att_norm = ((att_src * att_src).sum(-1) + (att_dst * att_dst).sum(-1) + eps * eps).sqrt()
+        att_norm = (((att_src * att_src).sum(-1) + (att_dst * att_dst).sum(-1) + eps * eps).sqrt() if lip
+                    else att_src.new_ones(heads))  # unread without eq. (17): one allocation, not five operations
         zero = _zero(x)
         kind = zero.dtype.type
         bias_arr = _np(bias) if bias is not None else np.zeros(out.size(1), dtype=zero.dtype)
