@@ -77,15 +77,25 @@ if numba is not None:
     # (the per-head 8-channel loops ran about 3x slower).
 
     @_jit
-    def _scores(z, att_src, att_dst, rowptr, col, slope, alpha, s, t,
-                lip, att_norm, lip_alpha, eps, sq, scale, nmax, ties, zero, one):  # pragma: no cover
-        # First half of the forward. z [N, H·C], att_* [H·C]; written: s, t [N, H] score terms, alpha [E, H] the
-        # scores shifted by their row's maximum (<= 0; exponentiated by the caller). With ``lip`` (eq. (17)):
-        # att_norm [H] = sqrt(‖a_h‖² + eps²); written: sq [N, H] = ‖z_v,h‖², and per target scale = α / c_i,
-        # nmax = max_j ‖z_j‖², ties (its count)
+    def _scores(z, att_src, att_dst, rowptr, col, slope, alpha, node, lip, att_norm, lip_alpha, eps, zero,
+                one):  # pragma: no cover
+        # First half of the forward. z [N, H·C], att_* [H·C]; written: node [6, N, H] = the score terms s, t, the
+        # squared norms sq = ‖z_v,h‖², and with ``lip`` (eq. (17)) per target scale = α / c_i, nmax = max_j ‖z_j‖²
+        # and ties (its count; rows without edges leave these three unwritten, nothing reads them); alpha [E, H] the
+        # scores shifted by their row's maximum (<= 0; exponentiated by the caller); with ``lip`` also
+        # att_norm [H] = sqrt(‖a_src,h‖² + ‖a_dst,h‖² + eps²).
         n, hc = z.shape
-        heads = s.shape[1]
+        heads = node.shape[2]
         width = hc // heads
+        s, t, sq, scale, nmax, ties = node[0], node[1], node[2], node[3], node[4], node[5]
+        if lip:
+            for h in range(heads):
+                q = eps * eps
+                for c in range(width):
+                    a = att_src[h * width + c]
+                    b = att_dst[h * width + c]
+                    q += a * a + b * b
+                att_norm[h] = np.sqrt(q)
         prod_s = np.empty(hc, z.dtype)
         prod_t = np.empty(hc, z.dtype)
         prod_q = np.empty(hc, z.dtype)
@@ -119,9 +129,10 @@ if numba is not None:
                     for e in range(start, stop):
                         q = sq[col[e], h]
                         best = q if q > best else best
-                    count = 0
+                    count = zero
                     for e in range(start, stop):
-                        count += sq[col[e], h] == best
+                        if sq[col[e], h] == best:
+                            count += one
                     c_i = att_norm[h] * np.sqrt(sq[i, h] + best + eps * eps) + eps
                     k_row[h] = lip_alpha / c_i
                     scale[i, h] = k_row[h]
@@ -181,24 +192,29 @@ if numba is not None:
                     out[i, c] = bias[c] + acc * inv_heads
 
     @_jit
-    def _backward(grad, z, att_src, att_dst, rowptr, col, slope, concat, alpha, s, t,
-                  lip, att_norm, lip_alpha, eps, sq, scale, nmax, ties,
-                  grad_z, grad_att_src, grad_att_dst, grad_att_norm, delta, grad_s, grad_t, grad_sq,
-                  zero, one, inv_heads):  # pragma: no cover
-        # grad [N, H·C] or [N, C]; z, grad_z [N, H·C] (grad_z zeroed); att_* [H·C]; grad_s, grad_sq [N, H]
-        # (zeroed), grad_t [N, H] (written); grad_att_* [H·C] (written); grad_att_norm [H] (zeroed);
-        # delta [max degree, H] scratch; the eq. (17) arrays as the forward wrote them
+    def _backward(grad, z, att_src, att_dst, rowptr, col, slope, concat, alpha, node, lip, att_norm, lip_alpha, eps,
+                  grad_z, grad_att_src, grad_att_dst, grad_bias, delta, grad_node, zero, one,
+                  inv_heads):  # pragma: no cover
+        # grad [N, H·C] or [N, C]; z, grad_z [N, H·C] (grad_z zeroed); att_* [H·C]; node and att_norm as the forward
+        # wrote them; grad_node [3, N, H] scratch (zeroed): the gradients of s, t and sq; written: grad_att_* [H·C],
+        # grad_bias [H·C] or [C] (summed in float64); delta [max degree, H] scratch
         n, hc = z.shape
-        heads = s.shape[1]
+        heads = node.shape[2]
         width = hc // heads
         two = one + one
+        s, t, sq, scale, nmax, ties = node[0], node[1], node[2], node[3], node[4], node[5]
+        grad_s, grad_t, grad_sq = grad_node[0], grad_node[1], grad_node[2]
         g_row = np.empty(hc, z.dtype)
         prod = np.empty(hc, z.dtype)
         weight = np.empty(hc, z.dtype)
         weighted = np.empty(heads, z.dtype)
         grad_k = np.empty(heads, z.dtype)
+        grad_att_norm = np.zeros(heads, z.dtype)
+        bias_acc = np.zeros(grad.shape[1], np.float64)  # a sum over all nodes
         for i in range(n):
             start, stop = rowptr[i], rowptr[i + 1]
+            for k in range(grad.shape[1]):
+                bias_acc[k] += grad[i, k]
             if concat:
                 for k in range(hc):
                     g_row[k] = grad[i, k]
@@ -208,7 +224,6 @@ if numba is not None:
                         g_row[h * width + c] = grad[i, c] * inv_heads
             for h in range(heads):
                 weighted[h] = zero
-                grad_t[i, h] = zero
                 grad_k[h] = zero
             for e in range(start, stop):
                 j = col[e]
@@ -262,9 +277,15 @@ if numba is not None:
                 grad_z[v, k] += prod[k] * att_src[k] + weight[k] * att_dst[k] + g_row[k] * zk
                 acc_src[k] += prod[k] * zk
                 acc_dst[k] += weight[k] * zk
-        for k in range(hc):
-            grad_att_src[k] = acc_src[k]
-            grad_att_dst[k] = acc_dst[k]
+        for h in range(heads):
+            # with eq. (17), through ‖a_h‖ = sqrt(‖a_src,h‖² + ‖a_dst,h‖² + eps²): ∂‖a_h‖/∂a = a / ‖a_h‖
+            f = grad_att_norm[h] / att_norm[h] if lip else zero
+            for c in range(width):
+                k = h * width + c
+                grad_att_src[k] = acc_src[k] + f * att_src[k]
+                grad_att_dst[k] = acc_dst[k] + f * att_dst[k]
+        for k in range(grad.shape[1]):
+            grad_bias[k] = bias_acc[k]
 
 
 def applies(x: Tensor, graph: CSRGraph, heads: int, channels: int) -> bool:
@@ -274,6 +295,8 @@ def applies(x: Tensor, graph: CSRGraph, heads: int, channels: int) -> bool:
 
 
 class _SmallGAT(torch.autograd.Function):
+    # Besides the two loops and the GEMMs, each direction allocates its buffers once and converts each tensor to a
+    # NumPy view once: on tree-depth-3 batches (960 nodes) the per-call overhead is as large as the loops.
     @staticmethod
     def forward(ctx, x: Tensor, weight: Tensor, att_src: Tensor, att_dst: Tensor, bias: Tensor | None,  # type: ignore[override]
                 graph: CSRGraph, concat: bool, slope: float, lip_alpha: float | None, eps: float) -> Tensor:
@@ -283,29 +306,24 @@ class _SmallGAT(torch.autograd.Function):
         z = torch.mm(x, weight.t())  # [N, H·C]
         out = x.new_empty(n, heads * width if concat else width)
         alpha = x.new_empty(graph.num_edges, heads)
-        s, t, sq = x.new_empty(n, heads), x.new_empty(n, heads), x.new_empty(n, heads)
-        scale, nmax = x.new_ones(n, heads), x.new_zeros(n, heads)
-        ties = np.ones((n, heads), dtype=np.int64)
-        # eq. (17)'s ‖a_h‖ (with eps² under the root, as the general path's safe_sqrt)
-        att_norm = (((att_src * att_src).sum(-1) + (att_dst * att_dst).sum(-1) + eps * eps).sqrt() if lip
-                    else att_src.new_ones(heads))  # unread without eq. (17): one allocation, not five operations
         zero = _zero(x)
         kind = zero.dtype.type
+        node = np.empty((6, n, heads), dtype=zero.dtype)  # s, t, sq, scale, nmax, ties (see _scores)
+        att_norm = np.empty(heads, dtype=zero.dtype)  # eq. (17)'s ‖a_h‖, written only with ``lip``
         bias_arr = _np(bias) if bias is not None else np.zeros(out.size(1), dtype=zero.dtype)
-        z_np, rowptr, col = _np(z), _np(graph.rowptr), _np(graph.col)
-        _scores(z_np, _np(att_src).reshape(-1), _np(att_dst).reshape(-1), rowptr, col, kind(slope), alpha.numpy(),
-                s.numpy(), t.numpy(), lip, _np(att_norm), kind(lip_alpha if lip else 1.0), kind(eps), sq.numpy(),
-                scale.numpy(), nmax.numpy(), ties, zero, kind(1))
+        z_np, rowptr, col, alpha_np = _np(z), _np(graph.rowptr), _np(graph.col), alpha.numpy()
+        _scores(z_np, _np(att_src).reshape(-1), _np(att_dst).reshape(-1), rowptr, col, kind(slope), alpha_np, node,
+                lip, att_norm, kind(lip_alpha if lip else 1.0), kind(eps), zero, kind(1))
         alpha.exp_()  # torch's vectorised exp: numba's scalar one cost ~10 ns an edge-head
-        _aggregate(z_np, rowptr, col, bias_arr, concat, out.numpy(), alpha.numpy(), zero, kind(1), kind(1.0 / heads))
-        ctx.save_for_backward(x, weight, att_src, att_dst, z, alpha, s, t, sq, scale, nmax, att_norm)
+        _aggregate(z_np, rowptr, col, bias_arr, concat, out.numpy(), alpha_np, zero, kind(1), kind(1.0 / heads))
+        ctx.save_for_backward(x, weight, att_src, att_dst, z, alpha)
         ctx.graph, ctx.concat, ctx.slope, ctx.has_bias = graph, concat, slope, bias is not None
-        ctx.lip_alpha, ctx.eps, ctx.ties = lip_alpha, eps, ties
+        ctx.lip_alpha, ctx.eps, ctx.node, ctx.att_norm = lip_alpha, eps, node, att_norm
         return out
 
     @staticmethod
     def backward(ctx, grad: Tensor):  # type: ignore[override]
-        x, weight, att_src, att_dst, z, alpha, s, t, sq, scale, nmax, att_norm = ctx.saved_tensors
+        x, weight, att_src, att_dst, z, alpha = ctx.saved_tensors
         graph = ctx.graph
         heads, width = att_src.shape
         n = z.size(0)
@@ -315,23 +333,16 @@ class _SmallGAT(torch.autograd.Function):
         grad_z = torch.zeros_like(z)
         grad_att = x.new_empty(2, heads, width)
         att = grad_att.numpy().reshape(2, heads * width)
-        grad_att_norm = x.new_zeros(heads)
-        rowptr = _np(graph.rowptr)
-        scratch = np.empty((int(np.diff(rowptr).max()) if n else 0, heads), dtype=zero.dtype)
-        grad_st = np.zeros((3, n, heads), dtype=zero.dtype)
-        _backward(_np(grad), _np(z), _np(att_src).reshape(-1), _np(att_dst).reshape(-1), rowptr, _np(graph.col),
-                  kind(ctx.slope), ctx.concat, _np(alpha), _np(s), _np(t),
-                  lip, _np(att_norm), kind(ctx.lip_alpha if lip else 1.0), kind(ctx.eps), _np(sq), _np(scale),
-                  _np(nmax), ctx.ties, grad_z.numpy(), att[0], att[1], grad_att_norm.numpy(), scratch,
-                  grad_st[0], grad_st[1], grad_st[2], zero, kind(1), kind(1.0 / heads))
-        if lip:  # through ‖a_h‖ = sqrt(‖a_src,h‖² + ‖a_dst,h‖² + eps²)
-            factor = (grad_att_norm / att_norm).unsqueeze(-1)
-            grad_att[0] += factor * att_src
-            grad_att[1] += factor * att_dst
+        grad_bias = x.new_empty(grad.size(1))
+        _backward(_np(grad), _np(z), _np(att_src).reshape(-1), _np(att_dst).reshape(-1), _np(graph.rowptr),
+                  _np(graph.col), kind(ctx.slope), ctx.concat, _np(alpha), ctx.node, lip, ctx.att_norm,
+                  kind(ctx.lip_alpha if lip else 1.0), kind(ctx.eps), grad_z.numpy(), att[0], att[1],
+                  grad_bias.numpy(), np.empty((graph.max_degree, heads), dtype=zero.dtype),
+                  np.zeros((3, n, heads), dtype=zero.dtype), zero, kind(1), kind(1.0 / heads))
         grad_x = torch.mm(grad_z, weight) if ctx.needs_input_grad[0] else None
         grad_w = torch.mm(grad_z.t(), x) if ctx.needs_input_grad[1] else None
-        grad_bias = grad.sum(0) if ctx.has_bias else None
-        return grad_x, grad_w, grad_att[0], grad_att[1], grad_bias, None, None, None, None, None
+        return (grad_x, grad_w, grad_att[0], grad_att[1], grad_bias if ctx.has_bias else None,
+                None, None, None, None, None)
 
 
 def small_gat(x: Tensor, weight: Tensor, att_src: Tensor, att_dst: Tensor, bias: Tensor | None, graph: CSRGraph,

@@ -6,6 +6,7 @@ import warnings
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 from torch import Tensor
@@ -65,6 +66,12 @@ class CSRGraph:
     @property
     def shape(self) -> tuple[int, int]:
         return (self.num_dst, self.num_src)
+
+    @cached_property
+    def max_degree(self) -> int:
+        """The most incoming edges of any target (0 without edges): the size of per-row scratch buffers, counted
+        once per graph rather than on every call that needs it."""
+        return int(self.rowptr.diff().max()) if self.num_dst else 0
 
     @classmethod
     def from_edge_index(

@@ -76,9 +76,6 @@ __all__ = [
     "dropout_rows_",
     "bias_elu",
     "bias_elu_backward",
-    "centre_scale",
-    "col_sums_dot",
-    "col_sums_sq",
     "csr_t_matmul",
     "eq19_scale",
     "eq19_scale_backward",
@@ -92,6 +89,7 @@ __all__ = [
     "neighbour_max_backward",
     "neighbour_max_pair",
     "pair_norm_backward",
+    "pair_norm_forward",
     "row_scale",
     "row_scale_backward",
     "row_softmax",
@@ -580,40 +578,55 @@ if numba is not None:
             for c in range(c_dim):
                 d_gh[i, c2 + c] = d_gi[i, c2 + c] * saved[0, i, c]
 
-    # PairNorm (lipgnn.nn.fused.pair_norm): column sums of x and x² in float64 in one pass; the output and
-    # the backward are one pass each given per-column (and scalar) factors computed from those sums.
+    # PairNorm (lipgnn.nn.fused.pair_norm), one call each way: column sums in float64 in one pass, then the
+    # per-column and scalar factors, then one output pass. Scalars that must stay in the data's float type go
+    # through one-element arrays of it (a float64 scalar would promote the output pass).
 
     @_jit_fast
-    def _col_sums_sq(x, col_sum, col_sq):  # pragma: no cover - compiled
+    def _pair_norm_fwd(x, scale, eps, mean, factor, out):  # pragma: no cover - compiled
+        # mean[c] = Σ_i x[i, c] / N; r = sqrt(eps + Σ_i ‖x_i‖² / N − ‖mean‖²) (returned, float64);
+        # out = (x − mean) · scale / r, with factor[0] = scale / r in x's type
         n, c_dim = x.shape
+        col_sum = np.zeros(c_dim, np.float64)
+        col_sq = np.zeros(c_dim, np.float64)
         for i in range(n):
             for c in range(c_dim):
                 v = np.float64(x[i, c])
                 col_sum[c] += v
                 col_sq[c] += v * v
-
-    @_jit_fast
-    def _centre_scale(x, mean, k, out):  # pragma: no cover - compiled
-        # out = (x - mean) k
-        n, c_dim = x.shape
+        total_sq = 0.0
+        mean_sq = 0.0
+        for c in range(c_dim):
+            m = col_sum[c] / n
+            mean[c] = m
+            total_sq += col_sq[c]
+            mean_sq += m * m
+        r = np.sqrt(eps + max(total_sq / n - mean_sq, 0.0))
+        factor[0] = scale / r
+        k = factor[0]
         for i in range(n):
             for c in range(c_dim):
                 out[i, c] = (x[i, c] - mean[c]) * k
+        return r
 
     @_jit_fast
-    def _col_sums_dot(g, x, mean, g_sum, gx_sum):  # pragma: no cover - compiled
-        # g_sum[c] = Σ_i g[i, c], gx_sum[c] = Σ_i g[i, c] (x[i, c] - mean[c]), float64
+    def _pair_norm_bwd(g, x, mean, k, r, factor, g_mean, out):  # pragma: no cover - compiled
+        # D = Σ_ic g (x − mean), q = D / (N r²), g_mean = Σ_i g / N; out = k (g − g_mean − (x − mean) q), with
+        # factor[0] = q in x's type
         n, c_dim = x.shape
+        g_sum = np.zeros(c_dim, np.float64)
+        gx_sum = np.zeros(c_dim, np.float64)
         for i in range(n):
             for c in range(c_dim):
                 v = np.float64(g[i, c])
                 g_sum[c] += v
                 gx_sum[c] += v * (x[i, c] - mean[c])
-
-    @_jit_fast
-    def _pair_norm_bwd(g, x, mean, g_mean, k, q, out):  # pragma: no cover - compiled
-        # out = k (g - g_mean - (x - mean) q)
-        n, c_dim = x.shape
+        total = 0.0
+        for c in range(c_dim):
+            g_mean[c] = g_sum[c] / n
+            total += gx_sum[c]
+        factor[0] = total / (n * r * r)
+        q = factor[0]
         for i in range(n):
             for c in range(c_dim):
                 out[i, c] = k * (g[i, c] - g_mean[c] - (x[i, c] - mean[c]) * q)
@@ -754,31 +767,20 @@ def gru_cell_backward(grad: Tensor, h: Tensor, saved: Tensor) -> tuple[Tensor, T
     return d_gi, d_gh, d_h
 
 
-def col_sums_sq(x: Tensor) -> tuple[np.ndarray, np.ndarray]:
-    """Column sums of ``x`` ``[N, C]`` and of its squares, in float64 (one pass)."""
-    col_sum, col_sq = np.zeros(x.size(1), np.float64), np.zeros(x.size(1), np.float64)
-    _col_sums_sq(_np(x), col_sum, col_sq)
-    return col_sum, col_sq
+def pair_norm_forward(x: Tensor, scale: float, eps: float) -> tuple[Tensor, Tensor, float, np.generic]:
+    """PairNorm's ``(out, mean, r, k)``: ``out = (x − mean) k`` with the column means ``mean`` of ``x`` ``[N, C]``,
+    ``r = sqrt(eps + Σ_i ‖x_i − mean‖² / N)`` and ``k = scale / r`` (in ``x``'s float type)."""
+    out, mean = x.new_empty(x.shape), x.new_empty(x.size(1))
+    factor = np.empty(1, dtype=_zero(x).dtype)
+    r = _pair_norm_fwd(_np(x), float(scale), float(eps), mean.numpy(), factor, out.numpy())
+    return out, mean, float(r), factor[0]
 
 
-def centre_scale(x: Tensor, mean: Tensor, k: float) -> Tensor:
-    """``(x − mean) · k`` (``mean`` per column) → a new tensor."""
-    out = x.new_empty(x.shape)
-    _centre_scale(_np(x), _np(mean), _zero(x) + k, out.numpy())
-    return out
-
-
-def col_sums_dot(g: Tensor, x: Tensor, mean: Tensor) -> tuple[np.ndarray, np.ndarray]:
-    """Per column ``Σ_i g`` and ``Σ_i g (x − mean)``, in float64 (one pass)."""
-    g_sum, gx_sum = np.zeros(x.size(1), np.float64), np.zeros(x.size(1), np.float64)
-    _col_sums_dot(_np(g), _np(x), _np(mean), g_sum, gx_sum)
-    return g_sum, gx_sum
-
-
-def pair_norm_backward(g: Tensor, x: Tensor, mean: Tensor, g_mean: Tensor, k: float, q: float) -> Tensor:
-    """``k (g − g_mean − (x − mean) q)`` (``mean``, ``g_mean`` per column) → a new tensor."""
-    out = x.new_empty(x.shape)
-    _pair_norm_bwd(_np(g), _np(x), _np(mean), _np(g_mean), _zero(x) + k, _zero(x) + q, out.numpy())
+def pair_norm_backward(g: Tensor, x: Tensor, mean: Tensor, k: np.generic, r: float) -> Tensor:
+    """PairNorm's ``∂L/∂x = k (g − ḡ − (x − mean) q)``, ``q = Σ g (x − mean) / (N r²)``, for ``g = ∂L/∂out``."""
+    out, g_mean = x.new_empty(x.shape), x.new_empty(x.size(1))
+    _pair_norm_bwd(_np(g), _np(x), _np(mean), k, float(r), np.empty(1, dtype=_zero(x).dtype), g_mean.numpy(),
+                   out.numpy())
     return out
 
 

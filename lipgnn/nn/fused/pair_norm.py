@@ -11,11 +11,11 @@ and its gradient, with :math:`G = \partial L/\partial y` and :math:`D = \sum_{i,
 .. math::
     \partial L/\partial x = \tfrac{s}{r}\Big(G - \tfrac{1}{N}\textstyle\sum_i G_i - \tilde x\,\tfrac{D}{N r^2}\Big).
 
-Forward: one pass of column sums of :math:`x` and :math:`x^2` (float64; :math:`\frac1N\sum\|\tilde x_i\|^2 =
-\frac1N\sum x^2 - \|\mu\|^2`), then one output pass; backward: one pass of column sums of :math:`G` and
-:math:`G \tilde x`, then one gradient pass. Why: PyG's version is about eight tensor operations forward and more
-backward, whose fixed cost dominates on Fig. 5's small tree batches (fwd + bwd 0.52 ms on ``[960, 32]``,
-14.4 ms on ``[31744, 32]``, one thread; ``docs/performance.md``).
+Forward: one compiled call, a pass of column sums of :math:`x` and :math:`x^2` (float64;
+:math:`\frac1N\sum\|\tilde x_i\|^2 = \frac1N\sum x^2 - \|\mu\|^2`), then one output pass; backward: one call, a pass of
+column sums of :math:`G` and :math:`G \tilde x`, then one gradient pass. Why: PyG's version is about eight tensor
+operations forward and more backward, whose fixed cost dominates on Fig. 5's small tree batches (fwd + bwd
+0.52 ms on ``[960, 32]``, 14.4 ms on ``[31744, 32]``, one thread; ``docs/performance.md``).
 
 :class:`FusedPairNorm` is a drop-in subclass: other options (``scale_individually``, a ``batch`` vector), other
 devices and ``LIPGNN_KERNELS=eager`` run PyG's forward. Equal to it within float rounding, values and gradients
@@ -23,8 +23,6 @@ devices and ``LIPGNN_KERNELS=eager`` run PyG's forward. Equal to it within float
 """
 
 from __future__ import annotations
-
-import math
 
 import torch
 from torch import Tensor
@@ -38,25 +36,15 @@ __all__ = ["FusedPairNorm"]
 class _PairNorm(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, scale: float, eps: float) -> Tensor:  # type: ignore[override]
-        n = x.size(0)
-        col_sum, col_sq = kernels.col_sums_sq(x)
-        mean64 = col_sum / n
-        spread = max(float(col_sq.sum()) / n - float((mean64 * mean64).sum()), 0.0)  # (1/N) Σ ‖x̃_i‖²
-        r = math.sqrt(eps + spread)
-        mean = torch.from_numpy(mean64).to(x.dtype)
+        out, mean, r, k = kernels.pair_norm_forward(x, scale, eps)
         ctx.save_for_backward(x, mean)
-        ctx.k, ctx.r = scale / r, r
-        return kernels.centre_scale(x, mean, scale / r)
+        ctx.k, ctx.r = k, r
+        return out
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None]:  # type: ignore[override]
         x, mean = ctx.saved_tensors
-        grad = grad.contiguous()
-        n = x.size(0)
-        g_sum, gx_sum = kernels.col_sums_dot(grad, x, mean)
-        q = float(gx_sum.sum()) / (n * ctx.r * ctx.r)
-        g_mean = torch.from_numpy(g_sum / n).to(x.dtype)
-        return kernels.pair_norm_backward(grad, x, mean, g_mean, ctx.k, q), None, None
+        return kernels.pair_norm_backward(grad, x, mean, ctx.k, ctx.r), None, None
 
 
 class FusedPairNorm(PairNorm):
