@@ -184,6 +184,23 @@ def test_fig5_extra_seeds_give_the_depth_4_gat_comparisons_three_seeds() -> None
     assert sorted(p["seed"] for p in points) == [11, 12, 13]
 
 
+def test_table1_third_seed_gives_every_cell_three_paired_seeds() -> None:
+    """conf/grid/table1_cpu_seeds.yaml: seed 2 of table1_cpu.yaml's whole grid, with the run ids a plain table1
+    launch of those points gets, so that with seeds 0-1 every declared point has three seeds."""
+    jobs = sweep_jobs("table1", ["budget=cpu", "grid=table1_cpu_seeds"])
+    assert len(jobs) == 5 * 3 * 2 * 3
+    for job in (jobs[0], jobs[-1]):
+        cfg = compose_cfg(job)
+        assert (cfg.seed, cfg.train.epochs, cfg.train.lr) == (2, 200, 0.005)
+        plain = [o for o in job if not o.startswith("grid=")]
+        assert run_id(cfg) == run_id(compose_cfg(plain))
+    from lipgnn.results.grid import declared_grid
+
+    cell = [p for p in declared_grid("table1", "cpu").points if p.get("dataset.name") == "citeseer"
+            and p.get("dataset.missing_rate") == 100 and p.get("depth") == 8 and p.get("norm.name") == "lip"]
+    assert sorted(p["seed"] for p in cell) == [0, 1, 2]
+
+
 @pytest.mark.parametrize("grid,dataset", [("table3_cpu_seeds", "cora"), ("table3_cpu_seeds_pubmed", "pubmed")])
 def test_table3_extra_seeds_complete_the_30_layer_cells_to_five_runs(grid: str, dataset: str) -> None:
     """The headline 30-layer cells: seeds 2-4 of table3_cpu.yaml's lr x dropout grid, so that with the
