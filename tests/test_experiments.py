@@ -184,11 +184,16 @@ def test_fig5_extra_seeds_give_the_depth_4_gat_comparisons_three_seeds() -> None
     assert sorted(p["seed"] for p in points) == [11, 12, 13]
 
 
-def test_table1_third_seed_gives_every_cell_three_paired_seeds() -> None:
-    """conf/grid/table1_cpu_seeds.yaml: seed 2 of table1_cpu.yaml's whole grid, with the run ids a plain table1
-    launch of those points gets, so that with seeds 0-1 every declared point has three seeds."""
-    jobs = sweep_jobs("table1", ["budget=cpu", "grid=table1_cpu_seeds"])
-    assert len(jobs) == 5 * 3 * 2 * 3
+@pytest.mark.parametrize("experiment,size,cell", [
+    ("table1", 5 * 3 * 2 * 3,
+     {"dataset.name": "citeseer", "dataset.missing_rate": 100, "depth": 8, "norm.name": "lip"}),
+    ("table2", 2 * 2 * 3, {"dataset.name": "pubmed", "depth": 16, "norm.name": "lip"}),
+])
+def test_third_seed_grids_give_every_cell_three_paired_seeds(experiment: str, size: int, cell: dict) -> None:
+    """conf/grid/table{1,2}_cpu_seeds.yaml: seed 2 of the cpu grid, with the run ids a plain launch of those points
+    gets, so that with seeds 0-1 every declared point has three seeds."""
+    jobs = sweep_jobs(experiment, ["budget=cpu", f"grid={experiment}_cpu_seeds"])
+    assert len(jobs) == size
     for job in (jobs[0], jobs[-1]):
         cfg = compose_cfg(job)
         assert (cfg.seed, cfg.train.epochs, cfg.train.lr) == (2, 200, 0.005)
@@ -196,9 +201,8 @@ def test_table1_third_seed_gives_every_cell_three_paired_seeds() -> None:
         assert run_id(cfg) == run_id(compose_cfg(plain))
     from lipgnn.results.grid import declared_grid
 
-    cell = [p for p in declared_grid("table1", "cpu").points if p.get("dataset.name") == "citeseer"
-            and p.get("dataset.missing_rate") == 100 and p.get("depth") == 8 and p.get("norm.name") == "lip"]
-    assert sorted(p["seed"] for p in cell) == [0, 1, 2]
+    points = [p for p in declared_grid(experiment, "cpu").points if all(p.get(k) == v for k, v in cell.items())]
+    assert sorted(p["seed"] for p in points) == [0, 1, 2]
 
 
 @pytest.mark.parametrize("grid,dataset", [("table3_cpu_seeds", "cora"), ("table3_cpu_seeds_pubmed", "pubmed")])
