@@ -127,6 +127,40 @@ def test_small_and_general_paths_agree_on_a_tree_batch(concat: bool, layer: str,
     assert_near(general, exact)
 
 
+@pytest.mark.parametrize("layer", ["gat", "gat-lip"])
+@pytest.mark.parametrize("concat", [True, False], ids=["concat", "mean"])
+@pytest.mark.parametrize("heads", [1, 4])
+def test_attention_dropout_drops_what_the_general_path_drops(heads: int, concat: bool, layer: str,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Training with attention dropout p = 0.5: from the same torch seed the one-operation path drops the same
+    weights as the general path (same draw, same decisions), so in float64 outputs and every gradient agree to
+    rounding; another seed drops others (the output changes), and evaluation drops nothing."""
+    edge_index, n = tree_batch(count=16)
+    ref, fused = (pair(heads, concat, dropout=0.5) if layer == "gat"
+                  else lip_pair(heads, concat, 2.0, dropout=0.5))
+    fused = fused.double().train()
+    x = torch.randn(n, 12, generator=seeded(11), dtype=torch.float64)
+    torch.manual_seed(7)
+    small = forward_backward(fused, x, edge_index)
+    fused.zero_grad(set_to_none=True)
+    torch.manual_seed(8)
+    other = forward_backward(fused, x, edge_index)
+    fused.zero_grad(set_to_none=True)
+    monkeypatch.setattr(gat_small, "SMALL_EDGE_CHANNELS", 0)
+    torch.manual_seed(7)
+    general = forward_backward(fused, x, edge_index)
+    assert small[3] == SMALL == other[3] and general[3] != SMALL
+    tight = {"atol": 1e-10, "rtol": 1e-10}
+    torch.testing.assert_close(small[0], general[0], **tight)
+    torch.testing.assert_close(small[1], general[1], **tight)
+    for name in general[2]:
+        torch.testing.assert_close(small[2][name], general[2][name], **tight, msg=lambda m, k=name: f"{k}: {m}")
+    assert (small[0] - other[0]).abs().max() > 1e-3
+    monkeypatch.setattr(gat_small, "SMALL_EDGE_CHANNELS", 1 << 21)
+    with torch.no_grad():
+        torch.testing.assert_close(fused.eval()(x, edge_index), ref.double().eval()(x, edge_index), **tight)
+
+
 def test_without_self_loops_a_node_with_no_edges_gets_the_bias_only() -> None:
     edge_index = torch.tensor([[0, 1, 2, 2], [1, 2, 0, 1]])  # node 3 has no incoming edge
     ref, fused = pair(2, True, add_self_loops=False)
@@ -166,14 +200,14 @@ def test_path_is_taken_only_where_it_applies(monkeypatch: pytest.MonkeyPatch) ->
     x = torch.randn(n, 12, generator=seeded(9))
     _, fused = pair(4, True)
     assert path(fused, x.clone(), edge_index) == SMALL
-    # eq. (17) runs here; the authors' reference variant, attention dropout while training, or a residual
+    # eq. (17) and attention dropout (training or not) run here; the authors' reference variant or a residual
     # projection take the general path
     assert path(FusedLipGATConv(12, 5, heads=4, lipschitz_norm=True), x.clone(), edge_index) == SMALL
     lip = FusedLipGATConv(12, 5, heads=4, lipschitz_norm=True, variant="reference")
     assert path(lip, x.clone(), edge_index) != SMALL
     drop = FusedLipGATConv(12, 5, heads=4, lipschitz_norm=False, dropout=0.5)
-    assert path(drop, x.clone(), edge_index) != SMALL
-    assert path(drop.eval(), x.clone(), edge_index) == SMALL  # no dropout in evaluation
+    assert path(drop, x.clone(), edge_index) == SMALL
+    assert path(drop.eval(), x.clone(), edge_index) == SMALL
     res = FusedLipGATConv(12, 5, heads=4, lipschitz_norm=False, residual=True)
     assert path(res, x.clone(), edge_index) != SMALL
     # above the size limit, or without the compiled loops (CUDA, LIPGNN_KERNELS=eager)

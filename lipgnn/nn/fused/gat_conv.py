@@ -146,7 +146,8 @@ class FusedLipGATConv(LipGATConv):
                 bias = self.bias if elu_alpha is None else None
                 out = gat_small.small_gat(x, self.lin.weight, self.att_src[0], self.att_dst[0], bias, graph,
                                           self.concat, self.negative_slope,
-                                          float(self.alpha) if self.lipschitz_norm else None)
+                                          float(self.alpha) if self.lipschitz_norm else None,
+                                          attn_dropout=float(self.dropout) if self.training else 0.0)
                 return out if elu_alpha is None else bias_elu(out, self.bias, elu_alpha)
         res = self.res(x) if self.res is not None else None
         out = self._csr_heads(x, edge_index, edge_attr).heads
@@ -162,12 +163,12 @@ class FusedLipGATConv(LipGATConv):
 
     def _takes_one_operation(self, x: Tensor, edge_attr: Tensor | None) -> bool:
         """Whether this call is a layer that :mod:`lipgnn.nn.fused.gat_small` runs as one operation on small
-        graphs: plain GAT or GAT-Lip with eq. (17) (``variant="paper"``), without edge features, a residual
-        projection or attention dropout in training."""
+        graphs: plain GAT or GAT-Lip with eq. (17) (``variant="paper"``), without edge features or a residual
+        projection (attention dropout included)."""
         lin = self.lin
         return ((not self.lipschitz_norm or self.variant == "paper") and self.res is None and lin is not None
                 and lin.bias is None and (edge_attr is None or self.lin_edge is None)
-                and not (self.training and self.dropout > 0) and x.dim() == 2 and not is_lazy(lin.weight)
+                and x.dim() == 2 and not is_lazy(lin.weight)
                 and lin.weight.dtype == x.dtype
                 and self.att_src.dtype == x.dtype)
 

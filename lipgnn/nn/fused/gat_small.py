@@ -37,10 +37,12 @@ aggregating; backward one loop and two GEMMs. On large graphs the general path's
 depth 4 and Cora, not PubMed).
 
 The softmax is shifted by the row maximum, where the general path's GAT-Lip shifts by the score bound
-:math:`\alpha` (equal in exact arithmetic). The authors' reference variant, edge features, a residual
-projection and attention dropout while training take the general path, which is also this function's eager twin
-(CUDA, ``LIPGNN_KERNELS=eager``). Both paths are tested equal to PyG's ``GATConv`` and to
-:class:`lipgnn.nn.LipGATConv` (``tests/test_fused_gat_small.py``).
+:math:`\alpha` (equal in exact arithmetic). Attention dropout in training multiplies each weight
+:math:`\alpha_{ij,h}` by :math:`m_{ij,h}/(1-p)`, :math:`m \sim \mathrm{Bernoulli}(1-p)`, with the general path's
+decisions (:func:`small_gat`); the backward then sees :math:`\partial\alpha_{ij} = m_{ij} (g_i\cdot z_j)/(1-p)`.
+The authors' reference variant, edge features and a residual projection take the general path, which is also this
+function's eager twin (CUDA, ``LIPGNN_KERNELS=eager``). Both paths are tested equal to PyG's ``GATConv`` and to
+:class:`lipgnn.nn.LipGATConv`, and to each other with attention dropout (``tests/test_fused_gat_small.py``).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ import torch
 from torch import Tensor
 
 from lipgnn.nn.fused import kernels
+from lipgnn.nn.fused.dropout import dropout
 from lipgnn.nn.fused.graph import CSRGraph
 from lipgnn.nn.fused.kernels import _np, _zero, numba
 from lipgnn.nn.lipschitz import EPS
@@ -151,9 +154,10 @@ if numba is not None:
                     alpha[e, h] -= m[h]
 
     @_jit
-    def _aggregate(z, rowptr, col, bias, concat, out, alpha, zero, one, inv_heads):  # pragma: no cover
+    def _aggregate(z, rowptr, col, bias, concat, out, alpha, dropped, drop, zero, one, inv_heads):  # pragma: no cover
         # Second half: alpha [E, H] holds exp(shifted scores); normalised in place (PyG's softmax), then
-        # out [N, H·C] (concat) or [N, C] = bias + the rows' weighted sums of z [N, H·C]
+        # out [N, H·C] (concat) or [N, C] = bias + the rows' weighted sums of z [N, H·C]; with ``dropped`` the
+        # weights are multiplied by drop [E, H] (attention dropout: 1 / (1 - p) or 0), alpha keeps them undropped
         n, hc = z.shape
         heads = alpha.shape[1]
         width = hc // heads
@@ -177,6 +181,8 @@ if numba is not None:
                     for h in range(heads):
                         w = alpha[e, h] * total[h]
                         alpha[e, h] = w
+                        if dropped:
+                            w = w * drop[e, h]
                         for c in range(width):
                             weight[h * width + c] = w
                     for k in range(hc):
@@ -192,12 +198,14 @@ if numba is not None:
                     out[i, c] = bias[c] + acc * inv_heads
 
     @_jit
-    def _backward(grad, z, att_src, att_dst, rowptr, col, slope, concat, alpha, node, lip, att_norm, lip_alpha, eps,
-                  grad_z, grad_att_src, grad_att_dst, grad_bias, delta, grad_node, zero, one,
+    def _backward(grad, z, att_src, att_dst, rowptr, col, slope, concat, alpha, dropped, drop, node, lip, att_norm,
+                  lip_alpha, eps, grad_z, grad_att_src, grad_att_dst, grad_bias, delta, grad_node, zero, one,
                   inv_heads):  # pragma: no cover
-        # grad [N, H·C] or [N, C]; z, grad_z [N, H·C] (grad_z zeroed); att_* [H·C]; node and att_norm as the forward
-        # wrote them; grad_node [3, N, H] scratch (zeroed): the gradients of s, t and sq; written: grad_att_* [H·C],
-        # grad_bias [H·C] or [C] (summed in float64); delta [max degree, H] scratch
+        # grad [N, H·C] or [N, C]; z, grad_z [N, H·C] (grad_z zeroed); att_* [H·C]; alpha (undropped), dropped,
+        # drop, node and att_norm as the forward had them; grad_node [3, N, H] scratch (zeroed): the gradients of s,
+        # t and sq; written: grad_att_* [H·C], grad_bias [H·C] or [C] (summed in float64); delta [max degree, H]
+        # scratch. With attention dropout the weights are a·m (m = drop[e, h]), so ∂z_j gets a·m·g_i and the
+        # softmax sees ∂a = m·(g_i·z_j).
         n, hc = z.shape
         heads = node.shape[2]
         width = hc // heads
@@ -233,11 +241,15 @@ if numba is not None:
                     d = zero
                     for c in range(width):
                         d += prod[h * width + c]
-                    delta[e - start, h] = d
                     a = alpha[e, h]
+                    w = a
+                    if dropped:
+                        d = d * drop[e, h]
+                        w = a * drop[e, h]
+                    delta[e - start, h] = d
                     weighted[h] += a * d
                     for c in range(width):
-                        weight[h * width + c] = a
+                        weight[h * width + c] = w
                 for k in range(hc):
                     grad_z[j, k] += weight[k] * g_row[k]
             for e in range(start, stop):
@@ -299,7 +311,8 @@ class _SmallGAT(torch.autograd.Function):
     # NumPy view once: on tree-depth-3 batches (960 nodes) the per-call overhead is as large as the loops.
     @staticmethod
     def forward(ctx, x: Tensor, weight: Tensor, att_src: Tensor, att_dst: Tensor, bias: Tensor | None,  # type: ignore[override]
-                graph: CSRGraph, concat: bool, slope: float, lip_alpha: float | None, eps: float) -> Tensor:
+                graph: CSRGraph, concat: bool, slope: float, lip_alpha: float | None, eps: float,
+                drop: Tensor | None) -> Tensor:
         heads, width = att_src.shape
         n = x.size(0)
         lip = lip_alpha is not None
@@ -315,8 +328,11 @@ class _SmallGAT(torch.autograd.Function):
         _scores(z_np, _np(att_src).reshape(-1), _np(att_dst).reshape(-1), rowptr, col, kind(slope), alpha_np, node,
                 lip, att_norm, kind(lip_alpha if lip else 1.0), kind(eps), zero, kind(1))
         alpha.exp_()  # torch's vectorised exp: numba's scalar one cost ~10 ns an edge-head
-        _aggregate(z_np, rowptr, col, bias_arr, concat, out.numpy(), alpha_np, zero, kind(1), kind(1.0 / heads))
+        drop_np = _np(drop) if drop is not None else np.empty((0, heads), dtype=zero.dtype)
+        _aggregate(z_np, rowptr, col, bias_arr, concat, out.numpy(), alpha_np, drop is not None, drop_np, zero,
+                   kind(1), kind(1.0 / heads))
         ctx.save_for_backward(x, weight, att_src, att_dst, z, alpha)
+        ctx.dropped, ctx.drop = drop is not None, drop_np
         ctx.graph, ctx.concat, ctx.slope, ctx.has_bias = graph, concat, slope, bias is not None
         ctx.lip_alpha, ctx.eps, ctx.node, ctx.att_norm = lip_alpha, eps, node, att_norm
         return out
@@ -335,21 +351,29 @@ class _SmallGAT(torch.autograd.Function):
         att = grad_att.numpy().reshape(2, heads * width)
         grad_bias = x.new_empty(grad.size(1))
         _backward(_np(grad), _np(z), _np(att_src).reshape(-1), _np(att_dst).reshape(-1), _np(graph.rowptr),
-                  _np(graph.col), kind(ctx.slope), ctx.concat, _np(alpha), ctx.node, lip, ctx.att_norm,
-                  kind(ctx.lip_alpha if lip else 1.0), kind(ctx.eps), grad_z.numpy(), att[0], att[1],
+                  _np(graph.col), kind(ctx.slope), ctx.concat, _np(alpha), ctx.dropped, ctx.drop, ctx.node, lip,
+                  ctx.att_norm, kind(ctx.lip_alpha if lip else 1.0), kind(ctx.eps), grad_z.numpy(), att[0], att[1],
                   grad_bias.numpy(), np.empty((graph.max_degree, heads), dtype=zero.dtype),
                   np.zeros((3, n, heads), dtype=zero.dtype), zero, kind(1), kind(1.0 / heads))
         grad_x = torch.mm(grad_z, weight) if ctx.needs_input_grad[0] else None
         grad_w = torch.mm(grad_z.t(), x) if ctx.needs_input_grad[1] else None
         return (grad_x, grad_w, grad_att[0], grad_att[1], grad_bias if ctx.has_bias else None,
-                None, None, None, None, None)
+                None, None, None, None, None, None)
 
 
 def small_gat(x: Tensor, weight: Tensor, att_src: Tensor, att_dst: Tensor, bias: Tensor | None, graph: CSRGraph,
-              concat: bool, negative_slope: float, lip_alpha: float | None = None, eps: float = EPS) -> Tensor:
+              concat: bool, negative_slope: float, lip_alpha: float | None = None, eps: float = EPS,
+              attn_dropout: float = 0.0) -> Tensor:
     """GAT's output ``[N, H·C]`` (``concat``) or ``[N, C]`` for the node features ``x`` ``[N, F]``, the projection
     ``weight`` ``[H·C, F]``, the attention vectors ``[H, C]`` and the CSR ``graph`` (module docstring); with
-    ``lip_alpha``, the scores of LipschitzNorm's eq. (17) (``variant="paper"``) with that α."""
+    ``lip_alpha``, the scores of LipschitzNorm's eq. (17) (``variant="paper"``) with that α; with ``attn_dropout``
+    p > 0, dropout on the attention weights (training), each edge and head deciding as the general path's
+    :func:`~lipgnn.nn.fused.dropout.dropout` does in the caller's edge coordinates (``graph.edge_order``), from
+    the same draw of torch's generator at the same point, so both paths drop the same weights."""
+    drop = None
+    if attn_dropout > 0.0:
+        ones = x.new_ones(graph.num_edges, att_src.size(0))
+        drop = dropout(ones, attn_dropout, True, rows=graph.edge_order)
     return _SmallGAT.apply(x.contiguous(), weight, att_src.contiguous(), att_dst.contiguous(), bias, graph,
                            bool(concat), float(negative_slope), None if lip_alpha is None else float(lip_alpha),
-                           float(eps))
+                           float(eps), drop)
