@@ -221,3 +221,25 @@ def test_table3_extra_seeds_complete_the_30_layer_cells_to_five_runs(grid: str, 
             and p.get("model.name") == "gat" and p.get("norm.name") == "lip" and not p.get("model.residual")
             and p.get("train.lr") == 0.005]
     assert sorted(p["seed"] for p in cell) == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]  # x dropout {authors', none}
+
+
+@pytest.mark.parametrize("experiment,grid,size,cell,seeds", [
+    ("fig2", "fig2_cpu_seeds", 2 * 2, {"model.name": "gat", "norm.name": "lip"}, [0, 1, 2]),
+])
+def test_extra_seed_grids_give_their_points_three_paired_seeds(experiment: str, grid: str, size: int, cell: dict,
+                                                               seeds: list[int]) -> None:
+    """conf/grid/<experiment>_cpu_seeds*.yaml: the extra seeds of points the cpu grid runs once, with the run ids a
+    plain launch of those points gets (the records were run that way), so that with the main grid's seeds every
+    declared point has three."""
+    jobs = sweep_jobs(experiment, ["budget=cpu", f"grid={grid}"])
+    assert len(jobs) == size
+    for job in (jobs[0], jobs[-1]):
+        cfg = compose_cfg(job)
+        assert cfg.seed in (1, 2)
+        plain = [o for o in job if not o.startswith("grid=")]
+        assert run_id(cfg) == run_id(compose_cfg(plain))
+    from lipgnn.results.grid import declared_grid
+
+    points = [p for p in declared_grid(experiment, "cpu").points if all(p.get(k) == v for k, v in cell.items())
+              and not p.get("model.residual")]
+    assert sorted(p["seed"] for p in points) == seeds
