@@ -626,8 +626,9 @@ def test_titles_say_mean_and_std_only_when_a_point_has_several_seeds(tmp_path: P
 
 def test_a_figure_point_is_partial_against_its_declared_grid_not_the_fullest_point(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fig. 6's cpu grid puts 2 runs (lr 0.005 and 0.001, one seed) in each point: with one run per point
-    so far, every point is partial, although each is as full as the fullest."""
+    """Fig. 6's cpu grids put 6 runs in each Cora point (lr 0.005 and 0.001, seeds 0-2 with fig6_cpu_seeds.yaml)
+    and 2 in each PubMed point (one seed): with one run per point so far, every point is partial, although each
+    is as full as the fullest."""
     from lipgnn.config import CONF_DIR
     from lipgnn.results.grid import declared_full
     from lipgnn.results.protocol import full_grid_size
@@ -638,7 +639,8 @@ def test_a_figure_point_is_partial_against_its_declared_grid_not_the_fullest_poi
                          for v in ("GAT", "GAT-Lip") for d in (2, 10)])
     keys = ["dataset", "variant", "depth"]
     assert full_grid_size(runs, keys) == 1
-    assert declared_full(runs, "fig6", keys) == 2
+    assert declared_full(runs, "fig6", keys) == 6
+    assert declared_full(runs.assign(dataset="pubmed"), "fig6", keys) == 2
     assert declared_full(runs.assign(experiment="adhoc"), "adhoc", keys) == 1  # no declared grid: the fullest
 
 

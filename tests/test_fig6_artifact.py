@@ -1,0 +1,50 @@
+"""Fig. 6 from hand-built records: a point is partial against its own dataset's declared sweep, since Cora's
+extra seeds (conf/grid/fig6_cpu_seeds.yaml) are not declared for PubMed."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from lipgnn.results.artifacts.lipschitznorm import fig6
+from lipgnn.results.engine import Loader
+from lipgnn.results.store import config_key, write_record
+from lipgnn.results.verdict import TOO_FEW_SEEDS, UNDER_BUDGET
+
+
+def fig6_record(dataset: str, norm: str, depth: int, lr: float, seed: int, val: float, test: float) -> dict:
+    cfg = {
+        "model": {"name": "gat", "hidden": 64, "heads": 1, "residual": False, "dropout": 0.6, "attn_dropout": 0.3,
+                  "impl": "fused"},
+        "norm": {"name": "lip", "alpha": 1.0, "formula": "paper"} if norm == "lip" else {"name": "none"},
+        "dataset": {"name": dataset, "kind": "planetoid"},
+        "train": {"epochs": 200, "lr": lr, "selection": "best_val"}, "budget": {"name": "cpu"},
+        "depth": depth, "seed": seed, "experiment_name": "fig6",
+    }
+    point = {"epoch": 200, "loss": 0.5, "train": 0.9, "val": val, "test": test}
+    return {"run_id": f"{config_key(cfg)}-s{seed}", "experiment": "fig6", "status": "completed", "config": cfg,
+            "seed": seed, "metric": "acc", "history": {}, "best": dict(point), "last": dict(point),
+            "epochs_run": 200, "wall_time_s": 1.0, "device": "cpu", "versions": {}, "git_commit": "e" * 40,
+            "info": {}, "error": None}
+
+
+def test_fig6_points_are_partial_against_their_own_datasets_sweep(tmp_path: Path) -> None:
+    """Every declared run of GAT and GAT-Lip at 30 layers: Cora with seeds 0-2 (6 runs a point), PubMed with seed 0
+    (2 runs a point). Neither dataset's points are partial; PubMed's comparison has one seed ("too few seeds"),
+    not "under budget" for lacking Cora's seeds. Cora's GAT-Lip with one lr missing is partial (5 of 6)."""
+    for dataset, seeds in (("cora", (0, 1, 2)), ("pubmed", (0,))):
+        for norm, base in (("none", 0.3), ("lip", 0.6)):
+            for lr in (0.005, 0.001):
+                for seed in seeds:
+                    score = base + 0.01 * seed + (0.05 if lr == 0.001 else 0.0)
+                    write_record(tmp_path, fig6_record(dataset, norm, 30, lr, seed, score, score))
+    block = fig6.report(Loader(tmp_path).frame(fig6.ARTIFACT))["claim-depth"]
+    assert not re.search(r"\[partial: \d", block)
+    pubmed = next(line for line in block.splitlines() if line.startswith("- Fig. 6 PubMed, GAT-Lip vs GAT:"))
+    assert f"**{TOO_FEW_SEEDS}**" in pubmed and UNDER_BUDGET not in pubmed
+    cora = next(line for line in block.splitlines() if line.startswith("- Fig. 6 Cora, GAT-Lip vs GAT:"))
+    assert f"**{UNDER_BUDGET}**" not in cora and TOO_FEW_SEEDS not in cora
+
+    (tmp_path / "runs" / "fig6" / f"{fig6_record('cora', 'lip', 30, 0.005, 2, 0, 0)['run_id']}.json").unlink()
+    block = fig6.report(Loader(tmp_path).frame(fig6.ARTIFACT))["claim-depth"]
+    assert "[partial: 5/6 runs]" in block and "[partial: 1/2" not in block
