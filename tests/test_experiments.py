@@ -225,6 +225,7 @@ def test_table3_extra_seeds_complete_the_30_layer_cells_to_five_runs(grid: str, 
 
 @pytest.mark.parametrize("experiment,grid,size,cell,seeds", [
     ("fig2", "fig2_cpu_seeds", 2 * 2, {"model.name": "gat", "norm.name": "lip"}, [0, 1, 2]),
+    ("fig3", "fig3_cpu_seeds", 2 * 4 * 2, {"model.name": "gat", "norm.name": "none", "depth": 30}, [0, 1, 2]),
     ("fig6", "fig6_cpu_seeds", 8 * 4 * 2 * 2,
      {"dataset.name": "cora", "depth": 30, "model.name": "gt", "norm.name": "lip", "train.lr": 0.001}, [0, 1, 2]),
     ("table3", "table3_cpu_seeds_d15", 4 * 2 * 2,
