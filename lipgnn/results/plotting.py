@@ -179,11 +179,11 @@ def plot_depth_series(ax, runs: pd.DataFrame, label: str, colour: str, linestyle
     return SeriesDrawn(bool(xs or all_div), bool(points), any(n > 1 for n in series.seeds))
 
 
-def partial_caption(hollow: bool, full: int) -> str:
+def partial_caption(hollow: bool) -> str:
     """A caption line explaining hollow markers, when any was drawn."""
     if not hollow:
         return ""
-    return f"\nhollow marker: partial point (sweep not finished: fewer than the {full} runs of the fullest point)"
+    return "\nhollow marker: partial point (its sweep has not finished: fewer runs than the sweep puts in a point)"
 
 
 def describe(runs: pd.DataFrame) -> str:

@@ -33,7 +33,8 @@ HOLDS_WITHIN_STD = "holds within one std"
 LEGEND = ("Cells: test metric of the configuration with the best mean validation metric, mean ± sample std "
           "(ddof=1) over its non-diverged seeds, in %; [1 seed]: a single usable seed (no std); [k/n div.]: "
           "k of its n seeds diverged and are left out of the mean; diverged (k/n): every run diverged; "
-          "[partial: k/K runs]: the sweep has not finished this point (k runs where the fullest point has K), "
+          "[partial: k/K runs]: the sweep has not finished this point (k runs where its declared sweep puts K in "
+          "a point, or without one the fullest point has K), "
           f"so fewer configurations or seeds were compared; {NOT_RUN}: no records.")
 
 

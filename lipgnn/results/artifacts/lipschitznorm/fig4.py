@@ -100,13 +100,11 @@ def figure(df: pd.DataFrame) -> matplotlib.figure.Figure:
     drawn = P.SeriesDrawn()
     budgets = epoch_budgets(runs)
     styles = ["--", "-", ":", "-."]
-    full = 0
     for i, epochs in enumerate(budgets):
         at_budget = runs[runs["epochs"] == epochs]
         for variant, norm in (("GAT", "none"), ("GAT-Lip", "lip")):
             declared = declared_runs(df, epochs, variant)
             full_here = declared if declared else full_grid_size(at_budget, ["variant", "depth"])
-            full = max(full, full_here)
             drawn |= P.plot_depth_series(ax, at_budget[at_budget["variant"] == variant],
                                         f"{variant}, {budget_label(epochs)}", P.NORM_COLOURS[norm],
                                         styles[i % len(styles)], "o" if norm == "none" else "s", full=full_here)
@@ -119,7 +117,7 @@ def figure(df: pd.DataFrame) -> matplotlib.figure.Figure:
     ax.set_ylabel("test accuracy (%)")
     ax.set_ylim(0, 100)
     ax.set_title(title + f"\n(best config per depth by validation; {P.seeds_caption(drawn.multi_seed)})"
-                 + P.partial_caption(drawn.hollow, full))
+                 + P.partial_caption(drawn.hollow))
     if drawn.anything:
         ax.legend()
         ax.grid(alpha=0.3)

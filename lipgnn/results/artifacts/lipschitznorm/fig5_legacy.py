@@ -82,7 +82,7 @@ def figure(df: pd.DataFrame) -> matplotlib.figure.Figure:
     axes[0].set_ylabel("train accuracy (%)")
     fig.suptitle(title + f"\n(max over evaluated epochs of the train accuracy, the old block's setup; "
                  f"{P.seeds_caption(multi)})"
-                 + P.partial_caption(hollow, full))
+                 + P.partial_caption(hollow))
     return fig
 
 

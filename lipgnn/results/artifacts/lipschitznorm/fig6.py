@@ -76,12 +76,10 @@ def figure(df: pd.DataFrame) -> matplotlib.figure.Figure:
     axes = fig.subplots(1, 4)
     handles: dict[str, object] = {}
     hollow = multi = False
-    fulls = [0]
     for ax, dataset in zip(axes, DATASETS, strict=True):
         sub = runs[runs["dataset"].astype(str).str.lower() == dataset]
         # Per panel: each dataset's sweep declares its own seeds (Cora's extra seeds are not PubMed's).
         full = declared_full(sub, "fig6", ["dataset", "variant", "depth"])
-        fulls.append(full)
         ax.set_title(dataset_name(dataset))
         ax.set_xlabel("number of layers")
         ax.set_ylabel("test ROC-AUC (%)" if dataset == "ogbn-proteins" else "test accuracy (%)")
@@ -113,7 +111,7 @@ def figure(df: pd.DataFrame) -> matplotlib.figure.Figure:
         order += sorted(k for k in handles if k not in order)
         fig.legend([handles[k] for k in order], order, loc="outside lower center", ncol=min(len(order), 8))
     fig.suptitle(title + f" — best config per depth by validation; {P.seeds_caption(multi)}"
-                 + P.partial_caption(hollow, max(fulls)))
+                 + P.partial_caption(hollow))
     return fig
 
 
