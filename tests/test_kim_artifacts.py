@@ -88,7 +88,8 @@ def _fig6_row(variant: str, depth: int, lr: float, seed: int, val: float, test: 
     name, norm, score = {"GT": ("gt", "none", "dot"), "GT-Lip": ("gt", "lip", "dot"),
                          "GT-L2": ("gt", "none", "l2")}[variant]
     return {"status": "completed", "experiment": "fig6_l2" if score == "l2" else "fig6", "depth": depth, "lr": lr,
-            "seed": seed, "best_val": val, "best_test": test,
+            "seed": seed, "selection": "best_val", "best_val": val, "best_test": test, "last_val": val,
+            "last_test": test, "config_key": f"{variant}-L{depth}-lr{lr}",
             "config": {"dataset": {"name": "cora"}, "budget": {"name": "cpu"}, "norm": {"name": norm},
                        "model": {"name": name, "score": score, "tie_qk": True}}}
 

@@ -11,6 +11,7 @@ import pandas as pd
 from lipgnn.results.artifact import Artifact
 from lipgnn.results.artifacts.kim._common import completed, md_text, outputs
 from lipgnn.results.plotting import legend
+from lipgnn.results.protocol import select_best, with_selected_metrics
 
 EXPERIMENTS = ("fig6_l2", "fig6")
 
@@ -24,30 +25,40 @@ def _label(cfg: dict) -> str | None:
     return {"none": "GT", "lip": "GT-Lip"}.get(norm)
 
 
+def _on_grid(cfg: dict) -> bool:
+    return (cfg.get("dataset", {}).get("name") == "cora" and (cfg.get("budget") or {}).get("name") == "cpu"
+            and cfg.get("norm", {}).get("variant", "paper") == "paper")
+
+
+def _runs(records: pd.DataFrame) -> pd.DataFrame:
+    """Completed in-grid Cora cpu-budget records of the rows above, with their ``label``."""
+    runs = completed(records)
+    if runs.empty:
+        return runs
+    runs = with_selected_metrics(runs)
+    labels = pd.Series([_label(c or {}) for c in runs["config"]], index=runs.index)
+    keep = labels.notna() & pd.Series([_on_grid(c or {}) for c in runs["config"]], index=runs.index)
+    return runs.assign(label=labels)[keep]
+
+
 def frame(records: pd.DataFrame) -> pd.DataFrame:
     """Test accuracy (%) at the best-validation epoch per variant and depth: the mean over seeds of the learning
-    rate whose mean validation accuracy is best (as every Fig. 6 cell), with the number of seeds. Averaging
-    before selecting keeps a variant with more seeds from being shown at its luckiest seed."""
-    rows = []
-    for _, row in completed(records).iterrows():
-        cfg = row["config"] or {}
-        label = _label(cfg)
-        on_grid = cfg.get("dataset", {}).get("name") == "cora" and (cfg.get("budget") or {}).get("name") == "cpu"
-        if label is None or not on_grid or cfg.get("norm", {}).get("variant", "paper") != "paper":
-            continue
-        rows.append({"variant": label, "depth": int(row["depth"]), "lr": row["lr"], "seed": row["seed"],
-                     "val": row["best_val"], "test": row["best_test"], "experiment": row["experiment"]})
+    rate whose mean validation accuracy is best (``select_best``, as every Fig. 6 cell), with the number of
+    seeds. Averaging before selecting keeps a variant with more seeds from being shown at its luckiest seed."""
     columns = ["variant", "experiment", "depth", "lr", "seeds", "val_acc", "test_acc"]
-    if not rows:
-        return pd.DataFrame(columns=columns)
-    t = pd.DataFrame(rows).groupby(["variant", "experiment", "depth", "lr"], as_index=False).agg(
-        seeds=("seed", "nunique"), val=("val", "mean"), test=("test", "mean"))
-    t = t.sort_values("val", ascending=False).groupby(["variant", "depth"], as_index=False).first()
-    t["val_acc"] = t["val"] * 100
-    t["test_acc"] = t["test"] * 100
+    runs = _runs(records)
+    rows = []
+    for (variant, depth), point in (runs.groupby(["label", "depth"], sort=False) if not runs.empty else ()):
+        chosen = select_best(point)
+        if chosen is None:
+            continue
+        rows.append({"variant": variant, "experiment": str(chosen.runs["experiment"].iloc[0]), "depth": int(depth),
+                     "lr": float(chosen.runs["lr"].iloc[0]), "seeds": int(chosen.runs["seed"].nunique()),
+                     "val_acc": 100 * chosen.val_mean, "test_acc": 100 * chosen.mean})
+    t = pd.DataFrame(rows, columns=columns)
     order = {"GT": 0, "GT-Lip": 1, "GT-L2": 2, "GT-L2 (untied)": 3}
     t = t.sort_values(["variant", "depth"], key=lambda s: s.map(order) if s.name == "variant" else s)
-    return t[columns].reset_index(drop=True)
+    return t.reset_index(drop=True)
 
 
 def table(records: pd.DataFrame) -> dict[str, str]:
