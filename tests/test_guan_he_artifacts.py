@@ -8,7 +8,7 @@ import pytest
 
 from lipgnn.results.artifacts.guan_he import gh_depth, gh_pruning, gh_similarity
 from lipgnn.results.artifacts.guan_he._common import architecture, paper_accuracy
-from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS, UNDER_BUDGET
+from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS, TIE, TOO_FEW_SEEDS, UNDER_BUDGET
 
 
 def _config(arch: str, depth: int) -> dict:
@@ -38,6 +38,27 @@ def test_depth_table_puts_paper_values_beside_ours() -> None:
     assert gh_depth.table(frame)["csv"].splitlines()[0] == ",".join(gh_depth.COLUMNS)
     verdicts = {c.quote[:20]: c.verdict for c in gh_depth.claims(frame)}
     assert UNDER_BUDGET in verdicts.values()  # nothing deeper than 64 layers ran
+
+
+@pytest.mark.parametrize(("drops", "verdict"), [
+    ((0.010, 0.012, 0.008), HOLDS),          # 1 point lower at depth 64 on every seed: within the 2-point margin
+    ((0.050, 0.060, 0.040), DOES_NOT_HOLD),  # 5 points lower on every seed
+    ((0.000, 0.080, -0.040), TIE),           # the interval straddles -2 points
+    ((0.010,), TOO_FEW_SEEDS),
+])
+def test_pre_ln_trainability_is_judged_on_the_paired_per_seed_drop(drops: tuple[float, ...], verdict: str) -> None:
+    """§3.2's "no degradation": the deepest Pre-LN model's validation accuracy minus the 2-layer model's, paired by
+    seed, against a 2-point margin (t-interval rule); the seeds' shallow accuracies differ, the drop is per seed."""
+    rows = []
+    for seed, drop in enumerate(drops):
+        base = 0.90 - 0.03 * seed
+        rows += [_record("pre", 2, base, seed=seed), _record("pre", 32, base - drop / 2, seed=seed),
+                 _record("pre", 64, base - drop, seed=seed)]
+    claim = gh_depth.claims(pd.DataFrame(rows))[0]
+    assert claim.quote.startswith("We observe that the model maintains trainability")
+    assert claim.verdict == verdict
+    if len(drops) == 3:
+        assert "64 − 2 layers" in claim.evidence and "n=3" in claim.evidence
 
 
 def _similarity(depth: int, adjacent: float) -> list[list[float]]:

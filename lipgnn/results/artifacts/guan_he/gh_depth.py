@@ -19,7 +19,12 @@ from lipgnn.results.artifacts.guan_he._common import (
     paper_accuracy,
     table_files,
 )
-from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS, NOT_RUN, TOO_FEW_SEEDS, UNDER_BUDGET, Claim
+from lipgnn.results.stats import greater, t_interval
+from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS, NOT_RUN, UNDER_BUDGET, Claim
+
+#: How far (a fraction of accuracy) the deepest Pre-LN model's validation accuracy may sit below the 2-layer
+#: model's and still count as "no degradation" (§3.2): the paper's own Cora rows move by 1.5 points over depth.
+DEGRADATION_MARGIN = 0.02
 
 COLUMNS = ["architecture", "dataset", "depth", "n_runs", "epochs", "ours_train", "ours_val", "ours_test",
            "paper_train", "paper_val", "paper_test"]
@@ -79,16 +84,24 @@ def claims(frame: pd.DataFrame) -> list[Claim]:
     deepest = max(depths) if depths else None
     out = []
 
-    # §3.2, Pre-LN: trainable at every depth.
-    pre = [(d, _cell(t, "pre", d, "ours_train"), _cell(t, "pre", d, "ours_val")) for d in depths]
+    # §3.2, Pre-LN: trainable at every depth. "No degradation" is read as: the deepest Pre-LN model's validation
+    # accuracy is at most DEGRADATION_MARGIN below the 2-layer model's, judged on the paired per-seed difference
+    # (same seed = same split and init) with the suite's t-interval rule (lipgnn.results.stats.greater).
+    runs = completed_san(frame)
+    pre_runs = runs[(runs["arch"] == "pre") & (runs["dataset"] == "cora")] if not runs.empty else runs
+    pre = [(d, _cell(t, "pre", d, "ours_val")) for d in depths]
     pre = [p for p in pre if p[1] is not None]
     if len(pre) < 2:
         verdict, evidence = NOT_RUN, "fewer than two Pre-LN depths run"
     else:
-        drop = pre[0][2] - pre[-1][2]
-        evidence = "Cora Pre-LN val " + ", ".join(f"{d} layers {v:.1f}" for d, _, v in pre) + \
-            f" (paper 86.3 → 87.8 from 2 to 256 layers); {int(t['n_runs'].max())} seed(s)"
-        verdict = (HOLDS if drop <= 2.0 else DOES_NOT_HOLD) if t["n_runs"].min() >= 3 else TOO_FEW_SEEDS
+        shallow, deep = pre[0][0], pre[-1][0]
+        per_seed = pre_runs.groupby(["depth", "seed"])["best_val"].mean()
+        seeds = sorted(set(per_seed[shallow].index) & set(per_seed[deep].index))
+        diff = t_interval([per_seed[deep][s] - per_seed[shallow][s] for s in seeds])
+        verdict = greater(diff, margin=-DEGRADATION_MARGIN)
+        evidence = ("Cora Pre-LN val " + ", ".join(f"{d} layers {v:.1f}" for d, v in pre)
+                    + f" (paper 86.3 → 87.8 from 2 to 256 layers); {deep} − {shallow} layers {diff.text()} seeds "
+                    f"(holds when above −{100 * DEGRADATION_MARGIN:.0f} points)")
     out.append(Claim(PAPER, "§3.2", "We observe that the model maintains trainability, showing no degradation in "
                      "training or validation accuracy.", verdict, evidence, n, "gh_depth"))
 
