@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -238,18 +238,29 @@ def point_keys(point: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def expected_runs(df: pd.DataFrame, experiment: str, **cell: Any) -> int | None:
-    """Runs the declared grid(s) of ``experiment`` (at the budgets of its records in ``df``) put in ``cell``
-    (e.g. ``variant="GAT-Lip", dataset="cora", depth=30``); None when no grid is declared."""
-    mine = df[df["experiment"] == experiment] if not df.empty else df
-    grids = [declared_grid(experiment, str(b)) for b in sorted(set(mine["budget"].dropna().astype(str)))]
-    grids = [g for g in grids if g is not None]
-    if not grids:
+def declared_sweeps(df: pd.DataFrame, experiment: str, budgets: Iterable[str] | None = None) -> list[Sweep]:
+    """Every sweep declared for ``experiment`` at the budgets of its records in ``df`` (only those in ``budgets``
+    when given): the one place the artifacts ask what a grid declares."""
+    mine = df[df["experiment"] == experiment] if not df.empty and "experiment" in df else df.iloc[0:0]
+    present = set(mine["budget"].dropna().astype(str)) if "budget" in mine else set()
+    if budgets is not None:
+        present &= set(budgets)
+    grids = [declared_grid(experiment, b) for b in sorted(present)]
+    return [s for g in grids if g is not None for s in g.sweeps]
+
+
+def expected_runs(df: pd.DataFrame, experiment: str, sweep: Callable[[Sweep], bool] | None = None,
+                  **cell: Any) -> int | None:
+    """Runs the declared grid(s) of ``experiment`` (at the budgets of its records in ``df``; only the sweeps
+    ``sweep`` accepts, when given) put in ``cell`` (e.g. ``variant="GAT-Lip", dataset="cora", depth=30``);
+    None when no such sweep is declared."""
+    sweeps = [s for s in declared_sweeps(df, experiment) if sweep is None or sweep(s)]
+    if not sweeps:
         return None
     cell = {k: (str(v).lower() if k == "dataset" else v) for k, v in cell.items()}
     count = 0
-    for grid in grids:
-        for point in grid.points:
+    for s in sweeps:
+        for point in s.points:
             keys = point_keys(point)
             if all(k not in keys or _same(keys[k], v) for k, v in cell.items()):
                 count += 1

@@ -23,7 +23,7 @@ import pandas as pd
 
 from lipgnn.results.artifact import Artifact
 from lipgnn.results.artifacts.guan_he._common import PAPER, table_files
-from lipgnn.results.grid import declared_grid
+from lipgnn.results.grid import declared_sweeps
 from lipgnn.results.plotting import legend
 from lipgnn.results.protocol import partial_text, select_best, with_selected_metrics
 from lipgnn.results.records import label_extras
@@ -86,12 +86,11 @@ def _declared(records: pd.DataFrame, variant: str, depth: int) -> int | None:
     """Runs the declared cpu grid(s) put in the row ``variant`` at ``depth`` on Cora: grid points are labelled
     with :func:`label` itself, because the suite's variant label does not tell nonlocal or Post-LN rows apart."""
     experiment = REFERENCE_EXPERIMENT if variant in REFERENCE else EXPERIMENT
-    budgets = set(records.loc[records["experiment"] == experiment, "budget"].dropna().astype(str))
-    grid = declared_grid(experiment, BUDGET) if BUDGET in budgets else None
-    if grid is None:
+    sweeps = declared_sweeps(records, experiment, budgets=(BUDGET,))
+    if not sweeps:
         return None
-    return sum(1 for p in grid.points if p.get("dataset.name", DATASET) == DATASET and int(p.get("depth", -1)) == depth
-               and label(_point_config(p)) == variant)
+    return sum(1 for s in sweeps for p in s.points if p.get("dataset.name", DATASET) == DATASET
+               and int(p.get("depth", -1)) == depth and label(_point_config(p)) == variant)
 
 
 def _runs(records: pd.DataFrame) -> pd.DataFrame:

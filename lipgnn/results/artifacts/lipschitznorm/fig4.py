@@ -16,7 +16,7 @@ from lipgnn.results.artifact import Artifact
 from lipgnn.results.artifacts.lipschitznorm import table1
 from lipgnn.results.artifacts.lipschitznorm._summary import by_verdict
 from lipgnn.results.artifacts.lipschitznorm.table3 import dropout_setting
-from lipgnn.results.grid import declared_grid, point_keys
+from lipgnn.results.grid import declared_sweeps, point_keys
 from lipgnn.results.labels import NOT_RUN_BUDGET
 from lipgnn.results.protocol import full_grid_size, with_selected_metrics
 from lipgnn.results.render.text import fmt_value, md_table, pct
@@ -53,32 +53,20 @@ def budget_label(epochs: float) -> str:
 
 def declared_budgets(df: pd.DataFrame) -> list[tuple[float, str, int]]:
     """(epoch budget, sweep file name, runs) of every fig4 sweep declared at the budgets of the records in ``df``."""
-    budgets = sorted(set(df["budget"].dropna().astype(str))) if not df.empty else []
-    out = []
-    for budget in budgets:
-        grid = declared_grid("fig4", budget)
-        out += [(float(s.epochs), s.name, len(s.points)) for s in (grid.sweeps if grid is not None else ())]
+    out = [(float(s.epochs), s.name, len(s.points)) for s in declared_sweeps(df, "fig4")]
     return sorted(set(out))
 
 
 def declared_runs(df: pd.DataFrame, epochs: float, variant: str, depth: int | None = None) -> int | None:
     """Runs the fig4 sweeps with epoch budget ``epochs`` declare for ``variant`` (at ``depth``; the largest
     over depths when None), at the budgets of the records in ``df``; None when no such sweep is declared."""
-    budgets = sorted(set(df["budget"].dropna().astype(str))) if not df.empty else []
-    counts: dict[int, int] = {}
-    found = False
-    for budget in budgets:
-        grid = declared_grid("fig4", budget)
-        for sweep in grid.sweeps if grid is not None else ():
-            if sweep.epochs != epochs:
-                continue
-            found = True
-            for point in sweep.points:
-                keys = point_keys(point)
-                if keys.get("variant") == variant and "depth" in keys:
-                    counts[int(keys["depth"])] = counts.get(int(keys["depth"]), 0) + 1
-    if not found:
+    sweeps = [s for s in declared_sweeps(df, "fig4") if s.epochs == epochs]
+    if not sweeps:
         return None
+    counts: dict[int, int] = {}
+    for keys in (point_keys(p) for s in sweeps for p in s.points):
+        if keys.get("variant") == variant and "depth" in keys:
+            counts[int(keys["depth"])] = counts.get(int(keys["depth"]), 0) + 1
     if depth is not None:
         return counts.get(int(depth), 0)
     return max(counts.values(), default=0)

@@ -26,7 +26,7 @@ import pandas as pd
 from lipgnn.results.artifact import Artifact
 from lipgnn.results.artifacts.lipschitznorm._spread import rank, relation
 from lipgnn.results.artifacts.lipschitznorm._summary import by_verdict
-from lipgnn.results.grid import declared_grid, expected_runs, point_keys
+from lipgnn.results.grid import declared_sweeps, expected_runs, point_keys
 from lipgnn.results.labels import NOT_RUN_BUDGET
 from lipgnn.results.protocol import full_grid_size, with_selected_metrics
 from lipgnn.results.records import variant_label
@@ -162,15 +162,8 @@ def select_on_train(here: pd.DataFrame) -> pd.DataFrame | None:
 
 def declared_points(df: pd.DataFrame) -> set[tuple[str, int]]:
     """(variant, tree depth) of every point the declared fig5 grids (at the records' budgets) ask for."""
-    out: set[tuple[str, int]] = set()
-    budgets = sorted(set(df["budget"].dropna().astype(str))) if not df.empty else []
-    for budget in budgets:
-        grid = declared_grid(EXPERIMENT, budget)
-        for p in grid.points if grid is not None else []:
-            keys = point_keys(p)
-            if "variant" in keys and "tree_depth" in keys:
-                out.add((str(keys["variant"]), int(keys["tree_depth"])))
-    return out
+    keys = (point_keys(p) for s in declared_sweeps(df, EXPERIMENT) for p in s.points)
+    return {(str(k["variant"]), int(k["tree_depth"])) for k in keys if "variant" in k and "tree_depth" in k}
 
 
 def points(df: pd.DataFrame) -> tuple[dict[tuple[str, int], Point], int]:
