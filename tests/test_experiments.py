@@ -231,6 +231,9 @@ def test_table3_extra_seeds_complete_the_30_layer_cells_to_five_runs(grid: str, 
     ("table3", "table3_cpu_seeds_d15", 4 * 2 * 2,
      {"dataset.name": "cora", "depth": 15, "model.name": "gat", "norm.name": "lip", "train.lr": 0.001},
      [0, 0, 1, 1, 2, 2]),  # x dropout {authors', none}
+    ("table3", "table3_cpu_seeds_d15_pubmed", 4 * 2 * 2,
+     {"dataset.name": "pubmed", "depth": 15, "model.name": "gat", "norm.name": "lip", "train.lr": 0.001},
+     [0, 0, 1, 1, 2, 2]),
 ])
 def test_extra_seed_grids_give_their_points_three_paired_seeds(experiment: str, grid: str, size: int, cell: dict,
                                                                seeds: list[int]) -> None:
