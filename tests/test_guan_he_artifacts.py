@@ -114,3 +114,48 @@ def test_similarity_and_pruning_compare_at_a_depth_both_architectures_have() -> 
                           _record("pre", 64, 0.9, {"similarity": _similarity(64, 0.5), "pruning": prune})])
     assert set(gh_similarity.summary(frame)["depth"]) == {32}
     assert set(gh_pruning.summary(frame)["depth"]) == {32}
+
+
+@pytest.mark.parametrize(("pre_adj", "verdict"), [(0.95, HOLDS), (0.1, DOES_NOT_HOLD), (None, TIE)])
+def test_similarity_claim_over_three_seeds_is_judged_on_paired_differences(pre_adj: float | None,
+                                                                          verdict: str) -> None:
+    """Three trained models per architecture (gh_depth's cpu seeds 0-2): each measure's Pre-LN − nonlocal
+    difference paired by seed, with the t-interval rule; ``None``: Pre-LN above on one seed, below on the others."""
+    rows = []
+    for seed, jitter in enumerate((0.0, 0.02, -0.01)):
+        adj = pre_adj + jitter if pre_adj is not None else (0.9, 0.1, 0.2)[seed]
+        rows += [_record("nonlocal", 32, 0.9, {"similarity": _similarity(32, 0.3 + jitter)}, seed=seed),
+                 _record("pre", 32, 0.9, {"similarity": _similarity(32, adj)}, seed=seed)]
+    frame = pd.DataFrame(rows)
+    assert len(gh_similarity.summary(frame)) == 6  # one row per trained model
+    claim = gh_similarity.claims(frame)[0]
+    assert claim.verdict == verdict and claim.n_runs == 6
+    assert "n=3 seeds" in claim.evidence and "paired by seed" in claim.evidence
+
+
+def test_similarity_claim_below_three_seeds_reads_the_means() -> None:
+    frame = pd.DataFrame([_record(a, 32, 0.9, {"similarity": _similarity(32, adj)}, seed=seed)
+                          for seed in (0, 1) for a, adj in (("nonlocal", 0.3), ("pre", 0.9 - 0.2 * seed))])
+    claim = gh_similarity.claims(frame)[0]
+    assert claim.verdict == HOLDS and "means over 2/2 seeds" in claim.evidence
+    assert "adjacent deep-half layers 0.300 vs 0.800" in claim.evidence
+
+
+def test_pruning_claim_reads_each_layers_mean_change_over_seeds() -> None:
+    """Two seeds: nonlocal's pruned layers cost 2 points on one and gain 1 on the other, so each layer's mean
+    change is -0.5 (lower); the table shows every seed's row."""
+    def pruning(depth: int, drop: float) -> dict:
+        return {"none": {"val": 0.8, "test": 0.8},
+                **{str(k): {"val": 0.8, "test": 0.8 - drop} for k in range(1, depth + 1)}}
+
+    frame = pd.DataFrame([_record("nonlocal", 32, 0.9, {"pruning": pruning(32, 0.02)}, seed=0),
+                          _record("nonlocal", 32, 0.9, {"pruning": pruning(32, -0.01)}, seed=1),
+                          _record("pre", 32, 0.9, {"pruning": pruning(32, 0.0)}, seed=0),
+                          _record("pre", 32, 0.9, {"pruning": pruning(32, 0.0)}, seed=1)])
+    claim = gh_pruning.claims(frame)[0]
+    assert claim.verdict == HOLDS and claim.n_runs == 4
+    assert "change -0.50 to -0.50 pts, 8/8 pruned layers lower" in claim.evidence
+    assert "means over 2/2 seeds" in claim.evidence
+    markdown = gh_pruning.table(frame)["md"]
+    assert "| seed |" in markdown and "| Post-LN" not in markdown
+    assert sum(line.startswith("| nonlocal Post-LN SAN | 32 | 1 |") for line in markdown.splitlines()) == 8

@@ -65,10 +65,10 @@ def summary(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _markdown(t: pd.DataFrame) -> str:
-    lines = ["| architecture | depth | pruned layer (paper's of 256) | test ours: pruned − baseline "
-             "| test paper: pruned − baseline |", "|---|---:|---:|---:|---:|"]
+    lines = ["| architecture | depth | seed | pruned layer (paper's of 256) | test ours: pruned − baseline "
+             "| test paper: pruned − baseline |", "|---|---:|---:|---:|---:|---:|"]
     for r in t.itertuples():
-        lines.append(f"| {ARCH_LABELS[r.architecture]} | {r.depth} | {r.layer} ({r.paper_layer}) | "
+        lines.append(f"| {ARCH_LABELS[r.architecture]} | {r.depth} | {r.seed} | {r.layer} ({r.paper_layer}) | "
                      f"{r.ours_test:.2f} − {r.ours_baseline:.2f} = {r.ours_change:+.2f} | "
                      f"{r.paper_test:.2f} − {r.paper_baseline:.2f} = {r.paper_change:+.2f} |")
     return "\n".join(lines) + "\n"
@@ -98,16 +98,20 @@ def claims(frame: pd.DataFrame) -> list[Claim]:
     if int(t["depth"].min()) < MIN_DEPTH:
         return [Claim(PAPER, "§5", quote, CANNOT_JUDGE, f"only {int(t['depth'].min())}-layer models trained so far; "
                       f"the claim is about deep ones (>= {MIN_DEPTH} layers)", 0, "gh_pruning")]
-    nl = t[t["architecture"] == "nonlocal"]
-    pre = t[(t["architecture"] == "pre") & (t["paper_layer"] > 64)]
+    # One change per (architecture, pruned layer): the mean over the seeds trained (one seed: that model's).
+    per_layer = t.groupby(["architecture", "depth", "layer", "paper_layer"], as_index=False)["ours_change"].mean()
+    seeds = t.groupby("architecture")["seed"].nunique()
+    nl = per_layer[per_layer["architecture"] == "nonlocal"]
+    pre = per_layer[(per_layer["architecture"] == "pre") & (per_layer["paper_layer"] > 64)]
     nl_degrades = bool((nl["ours_change"] < 0).all())
     pre_negligible = bool((pre["ours_change"].abs() <= 0.5).all())
     verdict = HOLDS if nl_degrades and pre_negligible else HOLDS_IN_PART if nl_degrades or pre_negligible \
         else DOES_NOT_HOLD
+    over = "" if seeds.max() == 1 else f" (changes are means over {seeds['nonlocal']}/{seeds['pre']} seeds)"
     evidence = (f"nonlocal ({int(nl['depth'].iloc[0])} layers): change {nl['ours_change'].min():+.2f} to "
                 f"{nl['ours_change'].max():+.2f} pts, {int((nl['ours_change'] < 0).sum())}/{len(nl)} pruned layers "
                 f"lower; Pre-LN ({int(pre['depth'].iloc[0]) if len(pre) else 0} layers) beyond the paper's 64/256: "
-                f"max |change| {pre['ours_change'].abs().max():.2f} pts (paper: 0.00)")
+                f"max |change| {pre['ours_change'].abs().max():.2f} pts (paper: 0.00){over}")
     return [Claim(PAPER, "§5", quote, verdict, evidence, int(t.groupby(["architecture", "seed"]).ngroups),
                   "gh_pruning")]
 
