@@ -61,7 +61,10 @@ def summary(frame: pd.DataFrame) -> pd.DataFrame:
         stats = _stats(np.asarray(r.diagnostics["similarity"], dtype=float))
         rows.append({"architecture": r.arch, "dataset": r.dataset, "depth": int(r.depth), "seed": int(r.seed),
                      **{k: round(v, 4) for k, v in stats.items()}})
-    return pd.DataFrame(rows, columns=COLUMNS)
+    order = {a: i for i, a in enumerate(SHOWN)}
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    return table.sort_values(["seed", "architecture"], key=lambda c: c.map(order) if c.name == "architecture" else c,
+                             kind="stable").reset_index(drop=True)
 
 
 def _markdown(t: pd.DataFrame) -> str:
