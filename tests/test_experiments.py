@@ -166,20 +166,22 @@ def test_gt_lip_with_the_authors_layernorm_composes_and_builds_their_block() -> 
     assert torch.allclose(block(x, edge_index), expected, atol=1e-5)
 
 
-def test_fig5_extra_seeds_give_the_depth_4_gat_comparisons_three_seeds() -> None:
-    """conf/grid/fig5_cpu_seeds.yaml: seeds 12 and 13 of the GAT family at tree depth 4 under the cpu grid's 500-pass
-    cap, with the same run ids a plain fig5 launch of those points gets, and counted in the declared grid."""
-    jobs = sweep_jobs("fig5", ["budget=cpu", "grid=fig5_cpu_seeds"])
+@pytest.mark.parametrize("grid,depth,passes", [("fig5_cpu_seeds", 4, 500), ("fig5_cpu_seeds_d2", 2, 50000)])
+def test_fig5_extra_seeds_give_the_gat_comparisons_three_seeds(grid: str, depth: int, passes: int) -> None:
+    """conf/grid/fig5_cpu_seeds*.yaml: seeds 12 and 13 of the GAT family at one tree depth under the cpu grid's pass
+    cap there (d = 4: 500; d = 2: A&Y's 50000, which their stopping rule ends first), with the same run ids a plain
+    fig5 launch of those points gets, and counted in the declared grid."""
+    jobs = sweep_jobs("fig5", ["budget=cpu", f"grid={grid}"])
     assert len(jobs) == 5 * 2
     for job in (jobs[0], jobs[-1]):
         cfg = compose_cfg(job)
-        assert (cfg.dataset.tree_depth, cfg.train.epochs, cfg.train.train_patience) == (4, 500, 20)
+        assert (cfg.dataset.tree_depth, cfg.train.epochs, cfg.train.train_patience) == (depth, passes, 20)
         plain = [o for o in job if not o.startswith("grid=")]
         assert run_id(cfg) == run_id(compose_cfg(plain))
     assert {int(o.split("=")[1]) for job in jobs for o in job if o.startswith("seed=")} == {12, 13}
     from lipgnn.results.grid import declared_grid
 
-    points = [p for p in declared_grid("fig5", "cpu").points if p.get("dataset.tree_depth") == 4
+    points = [p for p in declared_grid("fig5", "cpu").points if p.get("dataset.tree_depth") == depth
               and p.get("model.name") == "gat" and p.get("norm.name") == "lip" and p.get("norm.alpha") == 2.0]
     assert sorted(p["seed"] for p in points) == [11, 12, 13]
 

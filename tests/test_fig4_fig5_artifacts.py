@@ -5,8 +5,12 @@ judged against the declared grid, and Alon & Yahav's 100% claim is checked."""
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
+import pytest
+
+from lipgnn.results import grid
 from lipgnn.results.artifacts.lipschitznorm import fig4, fig5, fig5_legacy
 from lipgnn.results.engine import Loader
 from lipgnn.results.render.text import pct
@@ -49,7 +53,18 @@ def write_fig5(results: Path) -> None:
     write_record(results, trees_record("none", 4, None, 100, 500))                # no best_train: left out
 
 
-def test_fig5_selects_alpha_on_best_train_and_reports_stops(tmp_path: Path) -> None:
+def seed_11_grid_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Point the grid reader at a copy of conf/ without the extra seeds' sweeps (fig5_cpu_seeds*.yaml): the records
+    these tests write are seed 11 only, which fig5_cpu.yaml alone declares in full."""
+    conf = tmp_path / "conf"
+    shutil.copytree(grid.CONF_DIR, conf)
+    for extra in (conf / "grid").glob("fig5_cpu_seeds*.yaml"):
+        extra.unlink()
+    monkeypatch.setattr(grid, "CONF_DIR", conf)
+
+
+def test_fig5_selects_alpha_on_best_train_and_reports_stops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seed_11_grid_only(monkeypatch, tmp_path)
     write_fig5(tmp_path)
     frame = Loader(tmp_path).frame(fig5.ARTIFACT)
     pts, lacking = fig5.points(frame)
@@ -76,7 +91,8 @@ def test_fig5_selects_alpha_on_best_train_and_reports_stops(tmp_path: Path) -> N
     assert "LipschitzNorm (α per point)" in gat_panel.get_legend_handles_labels()[1]
 
 
-def test_fig5_one_seed_differences_are_too_few_seeds(tmp_path: Path) -> None:
+def test_fig5_one_seed_differences_are_too_few_seeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seed_11_grid_only(monkeypatch, tmp_path)
     write_record(tmp_path, trees_record("none", 2, 1.0, 2000, 50000))
     for alpha in (1.0, 2.0, 5.0):
         write_record(tmp_path, trees_record("lip", 2, 0.8, 50000, 50000, alpha=alpha))
@@ -161,14 +177,15 @@ def test_fig4_epoch_budgets_are_separate_series_never_pooled(tmp_path: Path) -> 
 def test_fig5_pass_caps_are_per_depth_so_its_sweep_declares_no_single_epoch_budget() -> None:
     """conf/grid/fig5_cpu.yaml sets train.epochs by interpolation (500 passes at d=4, 150 at d=5): a run at its
     cap is not below a declared budget of 50000 (the experiment's default), which would call it under budget. The
-    extra seeds' sweep (fig5_cpu_seeds.yaml) is depth 4 only, so it declares that cap."""
+    extra seeds' sweeps (fig5_cpu_seeds*.yaml) are one depth each, so each declares that depth's cap."""
     import math
 
     from lipgnn.results.grid import declared_grid
 
     sweeps = {s.name: s.epochs for s in declared_grid("fig5", "cpu").sweeps}
-    assert set(sweeps) == {"fig5_cpu", "fig5_cpu_seeds"}
+    assert set(sweeps) == {"fig5_cpu", "fig5_cpu_seeds", "fig5_cpu_seeds_d2"}
     assert math.isnan(sweeps["fig5_cpu"])
     assert sweeps["fig5_cpu_seeds"] == 500.0  # the extra seeds run at depth 4 only, under its cap
+    assert sweeps["fig5_cpu_seeds_d2"] == 50000.0  # at depth 2, under A&Y's cap
     assert {s.name: s.epochs for s in declared_grid("fig4", "cpu").sweeps} == {"fig4_cpu": 200.0,
                                                                               "fig4_cpu_1000": 1000.0}
