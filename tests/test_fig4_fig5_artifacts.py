@@ -150,9 +150,10 @@ def fig4_record(norm: str, depth: int, epochs: int, lr: float, dropout: float, s
 
 def test_fig4_epoch_budgets_are_separate_series_never_pooled(tmp_path: Path) -> None:
     for norm in ("none", "lip"):
-        for lr in (0.005, 0.001):        # the 200-epoch grid: authors' dropout, seed 0
-            write_record(tmp_path, fig4_record(norm, 15, 200, lr, 0.6, 0, 0.42 if lr == 0.005 else 0.40,
-                                               0.41 if lr == 0.005 else 0.39))
+        for lr in (0.005, 0.001):        # the 200-epoch grid: authors' dropout, seeds 0-2
+            for seed in (0, 1, 2):
+                write_record(tmp_path, fig4_record(norm, 15, 200, lr, 0.6, seed, 0.42 if lr == 0.005 else 0.40,
+                                                   0.41 if lr == 0.005 else 0.39))
         for lr in (0.005, 0.001):        # the 1000-epoch grid: better validation, which must not leak into 200
             for dropout in (0.6, 0.0):
                 for seed in (0, 1):
@@ -162,7 +163,7 @@ def test_fig4_epoch_budgets_are_separate_series_never_pooled(tmp_path: Path) -> 
     frame = Loader(tmp_path).frame(fig4.ARTIFACT)
     block = fig4.report(frame)["claim-fig4"]
     assert "| depth | GAT (200 epochs) | GAT-Lip (200 epochs) |" in block
-    assert "| 15 | 41.0 [1 seed] | 41.0 [1 seed] |" in block                  # 200 epochs: lr 0.005's 41.0
+    assert "| 15 | 41.0 ± 0.0 | 41.0 ± 0.0 |" in block                        # 200 epochs: lr 0.005's 41.0
     assert "| depth | GAT (1000 epochs) | GAT-Lip (1000 epochs) |" in block
     # 1000 epochs: GAT-Lip's lr 0.001 / no-dropout point; 8 of the 8 declared runs per depth, not partial.
     assert "| 15 | 45.0 ± 0.0 | 75.0 ± 0.0 |" in block and not re.search(r"\[partial: \d", block)
@@ -188,4 +189,5 @@ def test_fig5_pass_caps_are_per_depth_so_its_sweep_declares_no_single_epoch_budg
     assert sweeps["fig5_cpu_seeds"] == 500.0  # the extra seeds run at depth 4 only, under its cap
     assert sweeps["fig5_cpu_seeds_d2"] == 50000.0  # at depth 2, under A&Y's cap
     assert {s.name: s.epochs for s in declared_grid("fig4", "cpu").sweeps} == {"fig4_cpu": 200.0,
+                                                                              "fig4_cpu_seeds": 200.0,
                                                                               "fig4_cpu_1000": 1000.0}

@@ -654,7 +654,7 @@ def test_declared_sweeps_are_those_of_the_experiments_own_records_budgets(monkey
     monkeypatch.setattr(grid, "CONF_DIR", Path(CONF_DIR))
     runs = pd.DataFrame([{"experiment": "fig4", "budget": "cpu"}, {"experiment": "fig6", "budget": "paper"}])
     names = [s.name for s in declared_sweeps(runs, "fig4")]
-    assert names == ["fig4_cpu", "fig4_cpu_1000"]
+    assert names == ["fig4_cpu", "fig4_cpu_1000", "fig4_cpu_seeds"]
     assert declared_sweeps(runs, "fig4", budgets=("paper",)) == []
     assert [s.name for s in declared_sweeps(runs, "fig6")] == ["fig6_paper"]
     assert declared_sweeps(runs.iloc[0:0], "fig4") == [] and expected_runs(runs.iloc[0:0], "fig4") is None
