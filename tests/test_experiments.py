@@ -227,6 +227,7 @@ def test_table3_extra_seeds_complete_the_30_layer_cells_to_five_runs(grid: str, 
 
 @pytest.mark.parametrize("experiment,grid,size,cell,seeds", [
     ("fig2", "fig2_cpu_seeds", 2 * 2, {"model.name": "gat", "norm.name": "lip"}, [0, 1, 2]),
+    ("fig6_protocol", "fig6_protocol_cpu_seeds", 4, {"model.name": "gt", "norm.name": "none", "depth": 30}, [0, 1, 2]),
     ("fig4", "fig4_cpu_seeds", 2 * 4 * 2 * 2, {"model.name": "gat", "norm.name": "lip", "depth": 15, "train.lr": 0.001},
      [0, 0, 0, 1, 1, 1, 2]),  # 200 epochs: seeds 0-2; the 1000-epoch sweep: seeds 0-1 x dropout {authors', none}
     ("fig3", "fig3_cpu_seeds", 2 * 4 * 2, {"model.name": "gat", "norm.name": "none", "depth": 30}, [0, 1, 2]),
