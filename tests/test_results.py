@@ -646,9 +646,10 @@ def test_a_figure_point_is_partial_against_its_declared_grid_not_the_fullest_poi
 
 def test_declared_sweeps_are_those_of_the_experiments_own_records_budgets(monkeypatch: pytest.MonkeyPatch) -> None:
     """The sweeps an artifact counts come from the budgets its own experiment's records ran under: another
-    experiment's budget adds nothing, ``budgets=`` narrows them, and an epoch filter picks sweeps (fig4's 200 and
-    1000 epochs)."""
+    experiment's budget adds nothing, ``budgets=`` narrows them, and fig4 counts each epoch budget's sweeps apart
+    (200 epochs: lr x seeds 0-2; 1000 epochs: lr x dropout x seeds 0-1)."""
     from lipgnn.config import CONF_DIR
+    from lipgnn.results.artifacts.lipschitznorm.fig4 import declared_runs
     from lipgnn.results.grid import declared_sweeps, expected_runs
 
     monkeypatch.setattr(grid, "CONF_DIR", Path(CONF_DIR))
@@ -658,10 +659,10 @@ def test_declared_sweeps_are_those_of_the_experiments_own_records_budgets(monkey
     assert declared_sweeps(runs, "fig4", budgets=("paper",)) == []
     assert [s.name for s in declared_sweeps(runs, "fig6")] == ["fig6_paper"]
     assert declared_sweeps(runs.iloc[0:0], "fig4") == [] and expected_runs(runs.iloc[0:0], "fig4") is None
-    every = expected_runs(runs, "fig4", variant="GAT-Lip", depth=15)
-    long = expected_runs(runs, "fig4", sweep=lambda s: s.epochs == 1000, variant="GAT-Lip", depth=15)
-    assert long is not None and every is not None and 0 < long < every
-    assert expected_runs(runs, "fig4", sweep=lambda s: s.epochs == 7, variant="GAT-Lip") is None
+    assert expected_runs(runs, "fig4", variant="GAT-Lip", depth=15) == 2 * 3 + 2 * 2 * 2
+    assert declared_runs(runs, 200.0, "GAT-Lip", 15) == 2 * 3
+    assert declared_runs(runs, 1000.0, "GAT-Lip", 15) == 2 * 2 * 2
+    assert declared_runs(runs, 7.0, "GAT-Lip") is None
 
 
 def test_a_font_cache_without_matplotlibs_own_fonts_is_rebuilt_before_saving(monkeypatch: pytest.MonkeyPatch,

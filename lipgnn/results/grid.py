@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -249,12 +249,10 @@ def declared_sweeps(df: pd.DataFrame, experiment: str, budgets: Iterable[str] | 
     return [s for g in grids if g is not None for s in g.sweeps]
 
 
-def expected_runs(df: pd.DataFrame, experiment: str, sweep: Callable[[Sweep], bool] | None = None,
-                  **cell: Any) -> int | None:
-    """Runs the declared grid(s) of ``experiment`` (at the budgets of its records in ``df``; only the sweeps
-    ``sweep`` accepts, when given) put in ``cell`` (e.g. ``variant="GAT-Lip", dataset="cora", depth=30``);
-    None when no such sweep is declared."""
-    sweeps = [s for s in declared_sweeps(df, experiment) if sweep is None or sweep(s)]
+def expected_runs(df: pd.DataFrame, experiment: str, **cell: Any) -> int | None:
+    """Runs the declared grid(s) of ``experiment`` (at the budgets of its records in ``df``) put in ``cell``
+    (e.g. ``variant="GAT-Lip", dataset="cora", depth=30``); None when no grid is declared."""
+    sweeps = declared_sweeps(df, experiment)
     if not sweeps:
         return None
     cell = {k: (str(v).lower() if k == "dataset" else v) for k, v in cell.items()}

@@ -143,8 +143,9 @@ def claims(frame: pd.DataFrame) -> list[Claim]:
     holds = all(b[m] > a[m] for m, _ in measures)
     models_each = "one trained model each as in the paper" if models == 2 else \
         f"means over {len(nl)}/{len(pre)} seeds, fewer than the {MIN_SEEDS} paired seeds an interval needs"
-    evidence = "; ".join(f"{label} {a[m]:.3f} (nonlocal) vs {b[m]:.3f} (Pre-LN)" if m == "mean_all" else
-                         f"{label} {a[m]:.3f} vs {b[m]:.3f}" for m, label in measures) + f" ({where}, {models_each})"
+    evidence = (f"mean similarity all pairs {a['mean_all']:.3f} (nonlocal) vs {b['mean_all']:.3f} (Pre-LN); "
+                f"adjacent deep-half layers {a['mean_adjacent_deep_half']:.3f} vs {b['mean_adjacent_deep_half']:.3f}"
+                f" ({where}, {models_each})")
     return [Claim(PAPER, "§5", quote, HOLDS if holds else DOES_NOT_HOLD, evidence, models, "gh_similarity")]
 
 
