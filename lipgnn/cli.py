@@ -12,6 +12,7 @@ from omegaconf import DictConfig
 
 from lipgnn.config import CONF_DIR, check_command_line
 from lipgnn.errors import LipgnnError, RunInterrupted
+from lipgnn.train import gc_pause
 
 __all__ = ["CONF_DIR", "main", "train_main"]
 
@@ -42,6 +43,7 @@ def _hydra_train(cfg: DictConfig) -> float | None:
 
 
 def train_main() -> None:
+    gc_pause.pause()  # until the model is built (lipgnn.train.gc_pause)
     # Every job is composed and validated before Hydra starts any: bad input = one line, exit 2, nothing written.
     try:
         check_command_line(sys.argv[1:])

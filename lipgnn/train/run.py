@@ -134,6 +134,7 @@ def _train(cfg: DictConfig, run_id: str, ckpt_path: Path, progress: bool | None,
     from lipgnn.data import load
     from lipgnn.models import build_model
     from lipgnn.models.builder import resolve_impl
+    from lipgnn.train import gc_pause
     from lipgnn.train.allocator import is_tuned, tune_malloc
     from lipgnn.train.faults import maybe_raise
     from lipgnn.train.loggers import make_logger
@@ -155,6 +156,8 @@ def _train(cfg: DictConfig, run_id: str, ckpt_path: Path, progress: bool | None,
     # run's identity, since both are tested equal).
     base["config"]["model"]["impl"] = resolve_impl(str(cfg.model.impl), str(cfg.model.name), device)
     model.checkpoint_activations = bool(cfg.train.checkpoint_activations)
+    # Start-up is over: everything alive now lives as long as the run (lipgnn.train.gc_pause).
+    gc_pause.resume()
     logger = make_logger(cfg, run_id)
     trainer = Trainer(
         cfg.train, device=device, seed=int(cfg.seed), logger=logger,

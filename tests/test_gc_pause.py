@@ -1,0 +1,88 @@
+"""The cyclic collector paused during a training process's start-up (lipgnn.train.gc_pause)."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import compose_cfg
+
+from lipgnn import cli
+from lipgnn.train import gc_pause
+from lipgnn.train.run import run
+
+
+@pytest.fixture
+def collector() -> Iterator[None]:
+    """Leave the interpreter's collector as the test found it: enabled, nothing frozen by the test."""
+    was_enabled, frozen = gc.isenabled(), gc.get_freeze_count()
+    gc_pause._paused = False
+    yield
+    gc_pause._paused = False
+    if gc.get_freeze_count() > frozen:
+        gc.unfreeze()
+    if was_enabled:
+        gc.enable()
+    else:
+        gc.disable()
+
+
+def test_pause_turns_the_collector_off_and_resume_freezes_then_turns_it_on(collector: None) -> None:
+    gc.enable()
+    frozen = gc.get_freeze_count()
+    gc_pause.pause()
+    assert not gc.isenabled() and gc_pause.is_paused()
+    gc_pause.resume()
+    assert gc.isenabled() and not gc_pause.is_paused()
+    assert gc.get_freeze_count() > frozen
+    frozen_after = gc.get_freeze_count()
+    gc_pause.resume()  # a second resume does nothing
+    assert gc.isenabled() and gc.get_freeze_count() == frozen_after
+
+
+def test_resume_without_pause_changes_nothing(collector: None) -> None:
+    gc.enable()
+    frozen = gc.get_freeze_count()
+    gc_pause.resume()
+    assert gc.isenabled() and gc.get_freeze_count() == frozen
+
+
+def test_a_collector_the_caller_turned_off_stays_off(collector: None) -> None:
+    gc.disable()
+    gc_pause.pause()
+    assert not gc_pause.is_paused()
+    gc_pause.resume()
+    assert not gc.isenabled()
+
+
+def test_a_run_turns_the_collector_back_on_once_its_model_is_built(
+    collector: None, tmp_path: Path, data_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import lipgnn.train.trainer as trainer_mod
+
+    seen: list[bool] = []
+    fit = trainer_mod.Trainer.fit
+
+    def spy(self, model, task):  # type: ignore[no-untyped-def]
+        seen.append(gc.isenabled())
+        return fit(self, model, task)
+
+    monkeypatch.setattr(trainer_mod.Trainer, "fit", spy)
+    gc.enable()
+    gc_pause.pause()
+    record = run(compose_cfg(["model=gcn", "depth=2", "train.epochs=1", "log.progress=false",
+                              f"results_dir={tmp_path}"]))
+    assert record["status"] == "completed"
+    assert seen == [True], "training must run with the collector on"
+    assert gc.isenabled() and not gc_pause.is_paused() and gc.get_freeze_count() > 0
+
+
+def test_train_main_pauses_the_collector_before_composing(collector: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    states: list[bool] = []
+    monkeypatch.setattr(cli, "check_command_line", lambda argv: states.append(gc.isenabled()))
+    monkeypatch.setattr(cli, "_hydra_train", lambda: states.append(gc.isenabled()))
+    gc.enable()
+    cli.train_main()
+    assert states == [False, False] and gc_pause.is_paused()
