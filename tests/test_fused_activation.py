@@ -11,9 +11,21 @@ from devices import seeded
 
 from lipgnn.nn.fused import ELU, CSRGraph, FusedLipGATConv, kernels
 from lipgnn.nn.fused.activation import bias_elu
-from lipgnn.nn.fused.sparse import _sddmm
+from lipgnn.nn.fused.sparse import _sddmm, csr_spmm, csr_spmm_bias_elu
 
 pytestmark = pytest.mark.skipif(kernels.numba is None, reason="numba not installed")
+
+
+def assert_equal_with_gradients(out: torch.Tensor, want: torch.Tensor, fused: torch.nn.Module,
+                                ref: torch.nn.Module, gen: torch.Generator) -> None:
+    """``out`` equals ``want`` within 1e-5, and so does every parameter's gradient after one random
+    backward through both (``fused`` and ``ref`` hold the same parameters in the same order)."""
+    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
+    g = torch.randn(out.shape, generator=gen)
+    out.backward(g)
+    want.backward(g)
+    for (name, p), q in zip(fused.named_parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-5, msg=name)
 
 
 @pytest.mark.parametrize("alpha", [1.0, 0.5])
@@ -92,13 +104,7 @@ def test_fused_models_apply_elu_with_the_bias_and_equal_the_pyg_model() -> None:
     ei = torch.randint(0, 40, (2, 160), generator=gen)
     h = fused.encode(x)
     assert ("BiasELU" in type(fused.blocks[0](h, ei).grad_fn).__name__) == kernels.available(h)
-    out, want = fused(x, ei), ref(x, ei)
-    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
-    g = torch.randn(out.shape, generator=gen)
-    out.backward(g)
-    want.backward(g)
-    for (name, p), q in zip(fused.named_parameters(), ref.parameters(), strict=True):
-        torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-5, msg=name)
+    assert_equal_with_gradients(fused(x, ei), ref(x, ei), fused, ref, gen)
 
 
 def test_activation_argument_is_the_layer_then_the_activation() -> None:
@@ -128,3 +134,60 @@ def test_compiled_sddmm_equals_the_dense_definition(heads: int) -> None:
     torch.testing.assert_close(got.double(), want, rtol=1e-6, atol=1e-6)
     with kernels.disabled():
         torch.testing.assert_close(_sddmm(graph, a, b), got)
+
+
+@pytest.mark.parametrize(("heads", "with_bias"), [(1, True), (3, True), (2, False)])
+def test_spmm_bias_elu_equals_the_sum_then_bias_elu(heads: int, with_bias: bool) -> None:
+    """``csr_spmm_bias_elu`` (one pass: sum, bias, ELU per row) = ``bias_elu(csr_spmm(·))`` with the heads
+    concatenated, on a graph with duplicate edges and rows without edges: values and the gradients of the
+    attention values, the sources and the bias; the eager twin gives the same."""
+    gen = seeded(7)
+    src = torch.tensor([0, 1, 2, 2, 3, 4, 5, 5, 1, 0, 3, 3, 4, 6])
+    dst = torch.tensor([0, 0, 0, 1, 1, 1, 2, 3, 3, 3, 4, 4, 4, 2])
+    graph = CSRGraph.from_edge_index(torch.stack([src, dst]), 8, add_self_loops=False)
+    inputs = [torch.rand(graph.num_edges, heads, generator=gen), 2 * torch.randn(8, heads, 5, generator=gen),
+              torch.randn(heads * 5, generator=gen)]
+    leaves = [t.clone().requires_grad_(True) for t in inputs]
+    refs = [t.clone().requires_grad_(True) for t in inputs]
+    y = csr_spmm_bias_elu(leaves[0], leaves[1], graph, leaves[2] if with_bias else None, 0.8)
+    want = bias_elu(csr_spmm(refs[0], refs[1], graph).reshape(8, -1), refs[2] if with_bias else None, 0.8)
+    assert y.shape == (8, heads * 5)
+    assert (type(y.grad_fn).__name__ == "_CSRSpMMBiasELUBackward") == kernels.available(inputs[0])
+    torch.testing.assert_close(y, want, rtol=0, atol=1e-6)
+    g = torch.randn(y.shape, generator=gen)
+    y.backward(g)
+    want.backward(g)
+    for name, leaf, ref in zip(("values", "x", "bias"), leaves, refs, strict=True):
+        if name == "bias" and not with_bias:
+            assert leaf.grad is None
+            continue
+        torch.testing.assert_close(leaf.grad, ref.grad, rtol=1e-6, atol=1e-6, msg=name)
+    with kernels.disabled():
+        eager = csr_spmm_bias_elu(inputs[0], inputs[1], graph, inputs[2] if with_bias else None, 0.8)
+    torch.testing.assert_close(eager, y.detach(), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize(("heads", "concat", "one_pass"), [(1, True, True), (2, True, True), (2, False, False)])
+def test_large_graph_gat_blocks_aggregate_with_bias_and_elu_in_one_pass(
+    heads: int, concat: bool, one_pass: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where a GAT layer does not run as one operation (graphs above gat_small's size), a concatenating
+    layer followed by its ELU aggregates, adds its bias and applies the ELU in one pass; a head-averaging
+    layer keeps the separate ELU. Outputs and every gradient equal the PyG layer's, dropout off."""
+    from lipgnn.nn.fused import gat_small
+    from lipgnn.nn.lip_gat_conv import LipGATConv
+
+    monkeypatch.setattr(gat_small, "applies", lambda *args: False)
+    gen = seeded(8)
+    kw = {"heads": heads, "concat": concat, "lipschitz_norm": True}
+    fused, ref = FusedLipGATConv(6, 4, **kw), LipGATConv(6, 4, **kw)
+    with torch.no_grad():
+        ref.bias.normal_(generator=gen)
+    fused.load_state_dict(ref.state_dict())
+    x = torch.randn(30, 6, generator=gen)
+    ei = torch.randint(0, 30, (2, 120), generator=gen)
+    out = fused(x, ei, activation=torch.nn.ELU())
+    want = F.elu(ref(x, ei))
+    name = type(out.grad_fn).__name__
+    assert (name == "_CSRSpMMBiasELUBackward") == (one_pass and kernels.available(x)), name
+    assert_equal_with_gradients(out, want, fused, ref, gen)

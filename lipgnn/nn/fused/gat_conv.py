@@ -14,7 +14,7 @@ from lipgnn.nn.fused.dropout import dropout
 from lipgnn.nn.fused.graph import CSRGraph, resolve_graph
 from lipgnn.nn.fused.lipschitz_csr import gat_denominator_csr, gat_node_denominator_csr
 from lipgnn.nn.fused.norms import add_sq_norm_grad_, row_sq_norm, sq_norm_nograd
-from lipgnn.nn.fused.sparse import csr_softmax, csr_spmm, gat_edge_scores
+from lipgnn.nn.fused.sparse import csr_softmax, csr_spmm, csr_spmm_bias_elu, gat_edge_scores
 from lipgnn.nn.lip_gat_conv import LipGATConv
 from lipgnn.nn.lipschitz import gat_lipschitz_denominator
 
@@ -150,6 +150,10 @@ class FusedLipGATConv(LipGATConv):
                                           attn_dropout=float(self.dropout) if self.training else 0.0)
                 return out if elu_alpha is None else bias_elu(out, self.bias, elu_alpha)
         res = self.res(x) if self.res is not None else None
+        if elu_alpha is not None and res is None and (self.concat or self.heads == 1):
+            # the aggregation, the bias and the ELU in one pass over the rows (eq. (4) with its activation)
+            alpha, x_src, graph = self._attention(x, edge_index, edge_attr)
+            return csr_spmm_bias_elu(alpha, x_src, graph, self.bias, elu_alpha)
         out = self._csr_heads(x, edge_index, edge_attr).heads
 
         out = finish_heads(out, self.concat)
@@ -183,6 +187,15 @@ class FusedLipGATConv(LipGATConv):
         return self._csr_heads(x, edge_index, edge_attr)
 
     def _csr_heads(self, x: Tensor, edge_index: Tensor | CSRGraph, edge_attr: Tensor | None) -> CSRHeads:
+        alpha, x_src, graph = self._attention(x, edge_index, edge_attr)
+        if graph.num_edges == 0:
+            return CSRHeads(x_src.new_zeros(graph.num_dst, self.heads, self.out_channels), alpha, x_src, graph)
+        return CSRHeads(csr_spmm(alpha, x_src, graph), alpha, x_src, graph)
+
+    def _attention(self, x: Tensor, edge_index: Tensor | CSRGraph,
+                   edge_attr: Tensor | None) -> tuple[Tensor, Tensor, CSRGraph]:
+        """The attention weights ``[E, H]`` (after attention dropout), the projected sources ``[N, H, C]``
+        they weigh and the CSR graph they are laid out on."""
         H, C = self.heads, self.out_channels
         graph = resolve_graph(edge_index, x.size(0), self.graph_self_loops())
         if self.lin is not None:
@@ -192,7 +205,7 @@ class FusedLipGATConv(LipGATConv):
             x_dst = self.lin_dst(x).view(-1, H, C)
 
         if graph.num_edges == 0:
-            return CSRHeads(x_src.new_zeros(graph.num_dst, H, C), x_src.new_zeros(0, H), x_src, graph)
+            return x_src.new_zeros(0, H), x_src, graph
         edge_proj = None
         if edge_attr is not None and self.lin_edge is not None:
             if isinstance(edge_index, CSRGraph):
@@ -221,7 +234,7 @@ class FusedLipGATConv(LipGATConv):
         score = F.leaky_relu(score, self.negative_slope)
         alpha = csr_softmax(score, graph, bound)
         alpha = dropout(alpha, self.dropout, self.training, rows=graph.edge_order)
-        return CSRHeads(csr_spmm(alpha, x_src, graph), alpha, x_src, graph)
+        return alpha, x_src, graph
 
     def _plain_or_edge_scores(
         self, a_src: Tensor, a_dst: Tensor, sq_src: Tensor | None, sq_dst: Tensor | None, x_src: Tensor,

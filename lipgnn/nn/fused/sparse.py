@@ -21,6 +21,7 @@ from torch import Tensor
 from torch_geometric.utils import segment
 
 from lipgnn.nn.fused import kernels
+from lipgnn.nn.fused.activation import bias_elu
 from lipgnn.nn.fused.graph import CSRGraph
 from lipgnn.nn.fused.norms import add_sq_norm_grad_, sq_norm_nograd
 
@@ -31,6 +32,7 @@ __all__ = [
     "csr_sddmm_with_norms",
     "csr_softmax",
     "csr_spmm",
+    "csr_spmm_bias_elu",
     "csr_spmm_shared",
     "gather_rows",
     "gat_edge_scores",
@@ -98,15 +100,44 @@ class _CSRSpMM(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out: Tensor) -> tuple[Tensor | None, Tensor | None, None]:  # type: ignore[override]
         values, x = ctx.saved_tensors
-        graph: CSRGraph = ctx.graph
-        grad_out = grad_out.contiguous()
-        grad_values = grad_x = None
-        if ctx.needs_input_grad[0]:
-            grad_values = _sddmm(graph, grad_out, x)
-        if ctx.needs_input_grad[1]:
-            grad_x = _spmm(graph.t_csr_ptr, graph.t_csr_col, gather_rows(values, graph.t_perm), grad_out,
-                           (graph.num_src, graph.num_dst))
-        return grad_values, grad_x, None
+        return (*_spmm_backward(ctx.graph, values, x, grad_out, ctx.needs_input_grad[0], ctx.needs_input_grad[1]),
+                None)
+
+
+def _spmm_backward(graph: CSRGraph, values: Tensor, x: Tensor, grad_out: Tensor, need_values: bool,
+                   need_x: bool) -> tuple[Tensor | None, Tensor | None]:
+    r"""``(∂values, ∂x)`` of ``out = A X`` per head: the SDDMM :math:`\langle \partial\text{out}_i, x_j
+    \rangle` and :math:`A^\top \partial\text{out}` (``None`` where not needed)."""
+    grad_out = grad_out.contiguous()
+    grad_values = grad_x = None
+    if need_values:
+        grad_values = _sddmm(graph, grad_out, x)
+    if need_x:
+        grad_x = _spmm(graph.t_csr_ptr, graph.t_csr_col, gather_rows(values, graph.t_perm), grad_out,
+                       (graph.num_src, graph.num_dst))
+    return grad_values, grad_x
+
+
+class _CSRSpMMBiasELU(torch.autograd.Function):
+    """``ELU(A X + b)`` with the heads concatenated: the SpMM, the bias and the ELU in one pass over the rows
+    forward; backward the ELU's gradient from the saved output, then the SpMM's."""
+
+    @staticmethod
+    def forward(ctx, values: Tensor, x: Tensor, bias: Tensor | None, graph: CSRGraph,  # type: ignore[override]
+                alpha: float) -> Tensor:
+        out = kernels.spmm_bias_elu(values, x, graph.csr_ptr, graph.csr_col, bias, alpha)
+        ctx.graph, ctx.alpha, ctx.with_bias = graph, alpha, bias is not None
+        ctx.save_for_backward(values, x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None, None, None]:  # type: ignore[override]
+        values, x, out = ctx.saved_tensors
+        grad_pre, grad_bias = kernels.bias_elu_backward(grad.contiguous(), out, ctx.alpha,
+                                                        ctx.with_bias and ctx.needs_input_grad[2])
+        grad_values, grad_x = _spmm_backward(ctx.graph, values, x, grad_pre.view(-1, *x.shape[1:]),
+                                             ctx.needs_input_grad[0], ctx.needs_input_grad[1])
+        return grad_values, grad_x, grad_bias, None, None
 
 
 class _CSRSDDMM(torch.autograd.Function):
@@ -317,6 +348,26 @@ def csr_spmm(values: Tensor, x: Tensor, graph: CSRGraph) -> Tensor:
     if values.dim() == 1:
         return _CSRSpMM.apply(values.unsqueeze(1), x.unsqueeze(1), graph).squeeze(1)
     return _CSRSpMM.apply(values, x, graph)
+
+
+def csr_spmm_bias_elu(values: Tensor, x: Tensor, graph: CSRGraph, bias: Tensor | None, alpha: float) -> Tensor:
+    r""":math:`\mathrm{ELU}(\text{out} + b)` for :func:`csr_spmm`'s sum with the heads concatenated, ``[N_dst,
+    H·C]``: a concatenating attention layer's aggregation (eq. (4)), its bias and the block's ELU.
+
+    On CPU in float32 one compiled pass over the rows applies the bias and the ELU to each row while it is in
+    cache (:func:`lipgnn.nn.fused.kernels.spmm_bias_elu`), instead of writing the sum and reading it back;
+    elsewhere the two operations.
+
+    Args:
+        values: ``[E, H]`` edge weights in ``graph``'s edge order.
+        x: ``[N_src, H, C]``.
+        bias: ``[H·C]`` or ``None``.
+        alpha: the ELU's :math:`\alpha`.
+    """
+    tensors = (values, x) if bias is None else (values, x, bias)
+    if x.dtype != torch.float32 or not kernels.available(*tensors) or (bias is not None and bias.dim() != 1):
+        return bias_elu(csr_spmm(values, x, graph).reshape(graph.num_dst, -1), bias, alpha)
+    return _CSRSpMMBiasELU.apply(values, x.contiguous(), bias, graph, float(alpha))
 
 
 def csr_spmm_shared(values: Tensor, x: Tensor, graph: CSRGraph) -> Tensor:
