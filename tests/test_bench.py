@@ -219,3 +219,22 @@ def test_layer_is_timed_in_both_node_orders_and_reported_against_the_floor() -> 
     report = runner.format_report(layers)
     assert "its floor (CPU time), dataset order 2.50" in report
     assert "its floor (CPU time), locality order 2.25" in report
+
+
+def test_each_timed_layer_call_starts_from_an_empty_input_gradient(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside a stack ∂X flows on to the layer below; the timed layer must not add every call's ∂X into the
+    leaf's .grad (a pass over [N, F] no training step makes): after the timing, each order's input holds
+    the gradient of one forward + backward."""
+    from lipgnn.bench import floor
+    from lipgnn.nn import FusedLipGATConv
+
+    graph = load_graph("tiny")
+    x = torch.randn(graph.num_nodes, 8)
+    kept = floor.layer_inputs(x, graph.edge_index, 8)
+    monkeypatch.setattr(floor, "layer_inputs", lambda *args: kept)
+    floor.time_fused_layer(x, graph.edge_index, 8, repeats=3)
+    torch.manual_seed(0)
+    conv = FusedLipGATConv(8, 8, lipschitz_norm=True)  # the timed layer's initialisation
+    for h, graph_in, grad in kept.values():
+        once = torch.autograd.grad(conv(h, graph_in), h, grad)[0]
+        torch.testing.assert_close(h.grad, once)
