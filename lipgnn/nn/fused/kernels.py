@@ -26,6 +26,8 @@ places of :mod:`lipgnn.nn.fused` are chains of such passes that one loop does at
   evaluates ``expm1`` with a slow vectorised polynomial (3.4-4.5 ms on ``[19717, 64]``, more than the
   layer's projection); a branch-free float32 ``exp`` that LLVM vectorises takes ~1.8 ms, and the
   backward reads the output only.
+  The same row code finishes each row of a concatenating GAT layer's aggregation (its sum, bias and
+  ELU in one pass over the CSR rows), so that sum is never written out and read back.
 - **GRU cell** (GGNN's update, :mod:`lipgnn.nn.fused.gru`): torch's CPU ``GRUCell`` runs the gates as about
   ten elementwise passes over ``[N, C]`` and ``[N, 3C]`` forward and more backward, with the gate
   gradients concatenated from chunks; here one loop each way between the two gate GEMMs.
