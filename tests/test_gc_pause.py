@@ -57,26 +57,38 @@ def test_a_collector_the_caller_turned_off_stays_off(collector: None) -> None:
     assert not gc.isenabled()
 
 
-def test_a_run_turns_the_collector_back_on_once_its_model_is_built(
+def test_a_run_turns_the_collector_back_on_before_it_loads_its_data(
     collector: None, tmp_path: Path, data_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The data and the model are created with the collector on and outside the frozen set (a sweep's
+    later jobs can collect them), and training runs with it on."""
+    import lipgnn.data
     import lipgnn.train.trainer as trainer_mod
 
-    seen: list[bool] = []
-    fit = trainer_mod.Trainer.fit
+    seen: dict[str, bool] = {}
+    load, fit = lipgnn.data.load, trainer_mod.Trainer.fit
 
-    def spy(self, model, task):  # type: ignore[no-untyped-def]
-        seen.append(gc.isenabled())
+    def spy_load(*args, **kwargs):  # type: ignore[no-untyped-def]
+        seen["load"] = gc.isenabled()
+        seen["frozen"] = gc.get_freeze_count() > 0
+        return load(*args, **kwargs)
+
+    def spy_fit(self, model, task):  # type: ignore[no-untyped-def]
+        seen["fit"] = gc.isenabled()
+        # gc.get_objects() lists generations 0-2 only, not the permanent generation that freeze() fills
+        seen["model_collectable"] = any(obj is model for obj in gc.get_objects())
         return fit(self, model, task)
 
-    monkeypatch.setattr(trainer_mod.Trainer, "fit", spy)
+    monkeypatch.setattr(lipgnn.data, "load", spy_load)
+    monkeypatch.setattr(trainer_mod.Trainer, "fit", spy_fit)
     gc.enable()
     gc_pause.pause()
     record = run(compose_cfg(["model=gcn", "depth=2", "train.epochs=1", "log.progress=false",
                               f"results_dir={tmp_path}"]))
     assert record["status"] == "completed"
-    assert seen == [True], "training must run with the collector on"
-    assert gc.isenabled() and not gc_pause.is_paused() and gc.get_freeze_count() > 0
+    assert seen["load"] and seen["fit"], "the data must load and training must run with the collector on"
+    assert seen["frozen"] and seen["model_collectable"], "the model must stay out of the frozen set"
+    assert gc.isenabled() and not gc_pause.is_paused()
 
 
 def test_train_main_pauses_the_collector_before_composing(collector: None, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,14 +1,16 @@
 """Python's cyclic garbage collector paused while a training process starts up.
 
-Why: starting a run imports torch and torch_geometric (which brings ``torch._dynamo`` and sympy), composes
-the configuration with Hydra and builds the model, creating some 650,000 container objects that live as
-long as the process. CPython's collector runs a full collection over all of them every time enough new
-objects have accumulated, several times during start-up, each one costing about 0.4 s of CPU on the
-machine of docs/performance.md. The collector cannot free any of them, since they are module objects,
-configuration nodes and parameters. So ``train.py`` turns the collector off when it starts
-(:func:`pause`). Once the model is built, the run turns it back on (:func:`resume`). Before that, it moves
-every object then alive into the permanent generation (:func:`gc.freeze`), which later full collections
-skip. The measurements are in docs/performance.md, "Start-up".
+Why: starting a run imports torch and torch_geometric (which brings ``torch._dynamo`` and sympy) and
+composes the configuration with Hydra, creating some 650,000 container objects that live as long as the
+process. CPython's collector runs a full collection over all of them every time enough new objects have
+accumulated, several times during start-up, each one costing about 0.4 s of CPU on the machine of
+docs/performance.md. The collector cannot free any of them, since they are module objects and
+configuration nodes. So ``train.py`` turns the collector off when it starts (:func:`pause`). Once the
+imports and the configuration are done, just before the data loads, the run turns it back on
+(:func:`resume`). Before that, it moves every object then alive into the permanent generation
+(:func:`gc.freeze`), which later full collections skip. The data and the model are created afterwards and
+stay collectable, so in a sweep that runs its jobs in one process, one job's cycles do not outlive it. The
+measurements are in docs/performance.md, "Start-up".
 
 The cost: cycles that became garbage during start-up (about 12,000 objects here, a few MB) are frozen
 with the rest instead of being freed. A full collection to free them first costs as much as one of the

@@ -147,6 +147,10 @@ def _train(cfg: DictConfig, run_id: str, ckpt_path: Path, progress: bool | None,
     malloc_tuned = tune_malloc() if cfg.train.malloc_tuning else is_tuned()
     seed_everything(int(cfg.seed))
     device = resolve_device(str(cfg.device))
+    # The imports and the configuration are done: what is alive now lives as long as the process
+    # (lipgnn.train.gc_pause). The data and the model stay out of the frozen set, so that a sweep's later
+    # jobs can collect this job's cycles.
+    gc_pause.resume()
     task = load(cfg.dataset, int(cfg.seed))
     # Re-seed: loading may or may not draw random numbers (a cache hit draws none), and the model's
     # initialisation must not depend on which path the data took.
@@ -156,8 +160,6 @@ def _train(cfg: DictConfig, run_id: str, ckpt_path: Path, progress: bool | None,
     # run's identity, since both are tested equal).
     base["config"]["model"]["impl"] = resolve_impl(str(cfg.model.impl), str(cfg.model.name), device)
     model.checkpoint_activations = bool(cfg.train.checkpoint_activations)
-    # Start-up is over: everything alive now lives as long as the run (lipgnn.train.gc_pause).
-    gc_pause.resume()
     logger = make_logger(cfg, run_id)
     trainer = Trainer(
         cfg.train, device=device, seed=int(cfg.seed), logger=logger,
