@@ -25,6 +25,7 @@ def _parallel_jobs() -> int:
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def _hydra_train(cfg: DictConfig) -> float | None:
+    gc_pause.pause()  # through the heavy imports, until the run's data loads (lipgnn.train.gc_pause)
     from lipgnn.train.run import run
 
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
@@ -43,7 +44,6 @@ def _hydra_train(cfg: DictConfig) -> float | None:
 
 
 def train_main() -> None:
-    gc_pause.pause()  # until the model is built (lipgnn.train.gc_pause)
     # Every job is composed and validated before Hydra starts any: bad input = one line, exit 2, nothing written.
     try:
         check_command_line(sys.argv[1:])

@@ -5,9 +5,11 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from conftest import compose_cfg
+from omegaconf import OmegaConf
 
 from lipgnn import cli
 from lipgnn.train import gc_pause
@@ -18,9 +20,9 @@ from lipgnn.train.run import run
 def collector() -> Iterator[None]:
     """Leave the interpreter's collector as the test found it: enabled, nothing frozen by the test."""
     was_enabled, frozen = gc.isenabled(), gc.get_freeze_count()
-    gc_pause._paused = False
+    gc_pause._paused = gc_pause._resumed = False
     yield
-    gc_pause._paused = False
+    gc_pause._paused = gc_pause._resumed = False
     if gc.get_freeze_count() > frozen:
         gc.unfreeze()
     if was_enabled:
@@ -91,10 +93,43 @@ def test_a_run_turns_the_collector_back_on_before_it_loads_its_data(
     assert gc.isenabled() and not gc_pause.is_paused()
 
 
-def test_train_main_pauses_the_collector_before_composing(collector: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    states: list[bool] = []
-    monkeypatch.setattr(cli, "check_command_line", lambda argv: states.append(gc.isenabled()))
-    monkeypatch.setattr(cli, "_hydra_train", lambda: states.append(gc.isenabled()))
+def test_the_pause_runs_once_per_process(collector: None) -> None:
+    """A sweep's later jobs find the modules imported; pausing and freezing again would freeze the previous
+    job's uncollected cycles for good."""
+    gc.enable()
+    gc_pause.pause()
+    gc_pause.resume()
+    frozen = gc.get_freeze_count()
+    gc_pause.pause()
+    assert gc.isenabled() and not gc_pause.is_paused()
+    gc_pause.resume()
+    assert gc.get_freeze_count() <= frozen
+
+
+def test_train_py_composes_with_the_collector_on_and_pauses_before_the_heavy_imports(
+    collector: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Composing a sweep's jobs leaves garbage in proportion to the jobs, so it runs with the collector on;
+    the task function pauses it before importing the training code."""
+    from hydra.types import RunMode
+
+    import lipgnn.train.run as run_mod
+
+    states: dict[str, bool] = {}
+    hydra_train = cli._hydra_train
+    monkeypatch.setattr(cli, "check_command_line", lambda argv: states.setdefault("compose", gc.isenabled()))
+    monkeypatch.setattr(cli, "_hydra_train", lambda: states.setdefault("hydra", gc.isenabled()))
     gc.enable()
     cli.train_main()
-    assert states == [False, False] and gc_pause.is_paused()
+    assert states == {"compose": True, "hydra": True}
+
+    hydra_config = SimpleNamespace(get=lambda: SimpleNamespace(mode=RunMode.RUN))
+    monkeypatch.setattr(cli, "HydraConfig", hydra_config)
+
+    def fake_run(cfg: object, **kwargs: object) -> dict:
+        states["run"] = gc.isenabled()
+        return {}
+
+    monkeypatch.setattr(run_mod, "run", fake_run)
+    hydra_train(OmegaConf.create({}))  # a passed config goes straight to the task function
+    assert states["run"] is False and gc_pause.is_paused()
