@@ -147,7 +147,7 @@ def _train(cfg: DictConfig, run_id: str, ckpt_path: Path, progress: bool | None,
     malloc_tuned = tune_malloc() if cfg.train.malloc_tuning else is_tuned()
     seed_everything(int(cfg.seed))
     device = resolve_device(str(cfg.device))
-    # The imports and the configuration are done: what is alive now lives as long as the process
+    # The heavy imports are done: what is alive now lives as long as the process
     # (lipgnn.train.gc_pause). The data and the model stay out of the frozen set, so that a sweep's later
     # jobs can collect this job's cycles.
     gc_pause.resume()
