@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -58,6 +59,10 @@ def test_tiny_cli_writes_summary(tiny_run: tuple[Path, subprocess.CompletedProce
     details = pd.read_csv(out / "details.csv")
     assert (details.n == 2).sum() == 2 * len(VARIANTS)
     assert (details.q25_s <= details.median_s + 1e-12).all() and (details.median_s <= details.q75_s + 1e-12).all()
+    # Each run's CPU time is written beside its wall time, in the same order, so paired ratios can be read back.
+    for _, row in details.iterrows():
+        cpu = [float(t) for t in str(row.cpu_times_s).split()]
+        assert len(cpu) == row.n and statistics.median(cpu) == pytest.approx(row.cpu_median_s, abs=1e-4)
     # Same weights, same maths: the fused stacks reproduce the stock PyG outputs.
     assert (details.dropna(subset=["max_abs_diff_vs_pyg"]).max_abs_diff_vs_pyg < 1e-4).all()
     assert "headline ratios" in proc.stdout

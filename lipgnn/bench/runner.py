@@ -433,7 +433,9 @@ def _write(cfg: BenchConfig, results: list[Measurement], sources: dict[str, str]
                 "max_s": max(m.times_s, default=math.nan), "n": len(m.times_s), "cpu_median_s": m.cpu_median_s,
                 "tensor_peak_mb": m.tensor_peak_mb,
                 "prep_s": m.prep_s,
-                "max_abs_diff_vs_pyg": m.max_abs_diff_vs_pyg, "times_s": " ".join(f"{t:.4f}" for t in m.times_s)}
+                "max_abs_diff_vs_pyg": m.max_abs_diff_vs_pyg, "times_s": " ".join(f"{t:.4f}" for t in m.times_s),
+                # per-run CPU times in the order of times_s, so paired ratios can be read back from the file
+                "cpu_times_s": " ".join(f"{t:.4f}" for t in m.cpu_s)}
                for row, m in zip(rows, results, strict=True)]
     pd.DataFrame(details).to_csv(cfg.out / "details.csv", index=False, float_format="%.6g")
     meta = {
