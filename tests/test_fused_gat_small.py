@@ -10,7 +10,7 @@ from torch import nn
 from torch_geometric.nn import GATConv
 
 from lipgnn.data.trees import tree_edge_index
-from lipgnn.nn.fused import FusedLipGATConv, gat_small, kernels
+from lipgnn.nn.fused import FusedLipGATConv, gat_one_head, gat_small, kernels
 from lipgnn.nn.fused.graph import CSRGraph
 from lipgnn.nn.lip_gat_conv import LipGATConv
 
@@ -70,9 +70,9 @@ def both_paths(fused: FusedLipGATConv, x: torch.Tensor, edge_index: torch.Tensor
     """``forward_backward`` on the one-operation path, then (limit 0) on the general path; checks which ran."""
     small = forward_backward(fused, x, edge_index)
     fused.zero_grad(set_to_none=True)
-    monkeypatch.setattr(gat_small, "SMALL_EDGE_CHANNELS", 0)
+    general_path(monkeypatch)
     general = forward_backward(fused, x, edge_index)
-    assert small[3] == SMALL and general[3] != SMALL
+    assert small[3] == SMALL and general[3] not in (SMALL, "_OneHeadGATBackward")
     return small, general
 
 
@@ -128,12 +128,15 @@ def test_small_and_general_paths_agree_on_a_tree_batch(concat: bool, layer: str,
     assert_near(general, exact)
 
 
-@pytest.mark.parametrize("layer", ["gat", "gat-lip"])
-@pytest.mark.parametrize("concat", [True, False], ids=["concat", "mean"])
-@pytest.mark.parametrize("heads", [1, 4])
-def test_attention_dropout_drops_what_the_general_path_drops(heads: int, concat: bool, layer: str,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    """Training with attention dropout p = 0.5: from the same torch seed the one-operation path drops the same
+def general_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Send every GAT layer to the general CSR path (neither one-operation path)."""
+    monkeypatch.setattr(gat_small, "SMALL_EDGE_CHANNELS", 0)
+    monkeypatch.setattr(gat_one_head, "applies", lambda *args: False)
+
+
+def assert_dropout_matches_the_general_path(heads: int, concat: bool, layer: str, path_name: str,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Training with attention dropout p = 0.5: from the same torch seed the path ``path_name`` drops the same
     weights as the general path (same draw, same decisions), so in float64 outputs and every gradient agree to
     rounding; another seed drops others (the output changes), and evaluation drops nothing."""
     edge_index, n = tree_batch(count=16)
@@ -142,31 +145,43 @@ def test_attention_dropout_drops_what_the_general_path_drops(heads: int, concat:
     fused = fused.double().train()
     x = torch.randn(n, 12, generator=seeded(11), dtype=torch.float64)
     torch.manual_seed(7)
-    small = forward_backward(fused, x, edge_index)
+    got = forward_backward(fused, x, edge_index)
     fused.zero_grad(set_to_none=True)
     torch.manual_seed(8)
     other = forward_backward(fused, x, edge_index)
     fused.zero_grad(set_to_none=True)
-    monkeypatch.setattr(gat_small, "SMALL_EDGE_CHANNELS", 0)
-    torch.manual_seed(7)
-    general = forward_backward(fused, x, edge_index)
-    assert small[3] == SMALL == other[3] and general[3] != SMALL
+    with monkeypatch.context() as m:
+        general_path(m)
+        torch.manual_seed(7)
+        general = forward_backward(fused, x, edge_index)
+    assert got[3] == path_name == other[3] and general[3] not in (SMALL, "_OneHeadGATBackward")
     tight = {"atol": 1e-10, "rtol": 1e-10}
-    assert_same(small, general, tight)
-    assert (small[0] - other[0]).abs().max() > 1e-3
-    monkeypatch.setattr(gat_small, "SMALL_EDGE_CHANNELS", 1 << 21)
+    assert_same(got, general, tight)
+    assert (got[0] - other[0]).abs().max() > 1e-3
     with torch.no_grad():
         torch.testing.assert_close(fused.eval()(x, edge_index), ref.double().eval()(x, edge_index), **tight)
 
 
-def test_without_self_loops_a_node_with_no_edges_gets_the_bias_only() -> None:
+@pytest.mark.parametrize("layer", ["gat", "gat-lip"])
+@pytest.mark.parametrize("concat", [True, False], ids=["concat", "mean"])
+@pytest.mark.parametrize("heads", [1, 4])
+def test_attention_dropout_drops_what_the_general_path_drops(heads: int, concat: bool, layer: str,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    assert_dropout_matches_the_general_path(heads, concat, layer, SMALL, monkeypatch)
+
+
+def assert_node_without_edges_gets_the_bias_only(heads: int, path_name: str) -> None:
     edge_index = torch.tensor([[0, 1, 2, 2], [1, 2, 0, 1]])  # node 3 has no incoming edge
-    ref, fused = pair(2, True, add_self_loops=False)
+    ref, fused = pair(heads, True, add_self_loops=False)
     x = torch.randn(4, 12, generator=seeded(6))
     got = forward_backward(fused, x, edge_index)
-    assert got[3] == SMALL
+    assert got[3] == path_name
     torch.testing.assert_close(got[0][3], fused.bias.detach())
     assert_same(got, forward_backward(ref, x, edge_index))
+
+
+def test_without_self_loops_a_node_with_no_edges_gets_the_bias_only() -> None:
+    assert_node_without_edges_gets_the_bias_only(2, SMALL)
 
 
 @pytest.mark.parametrize("concat", [True, False], ids=["concat", "mean"])
@@ -218,17 +233,21 @@ def test_path_is_taken_only_where_it_applies(monkeypatch: pytest.MonkeyPatch) ->
         assert path(fused, x.clone(), edge_index) != SMALL
 
 
-def test_row_maximum_keeps_large_scores_finite() -> None:
+def assert_large_scores_stay_finite(heads: int, path_name: str) -> None:
     """Scores hundreds apart along a row: the softmax must shift by the row maximum (exp overflows otherwise)."""
     edge_index, n = tree_batch()
-    ref, fused = pair(2, True)
+    ref, fused = pair(heads, True)
     x = 200 * torch.randn(n, 12, generator=seeded(10))
     got = forward_backward(fused, x, edge_index)
-    assert got[3] == SMALL
+    assert got[3] == path_name
     assert torch.isfinite(got[0]).all() and torch.isfinite(got[1]).all()
     exact = forward_backward(ref.double(), x.double(), edge_index)
     error = float((got[0].double() - exact[0]).abs().max() / exact[0].abs().max())
     assert error < 1e-4, error  # float32 softmax of scores in the hundreds
+
+
+def test_row_maximum_keeps_large_scores_finite() -> None:
+    assert_large_scores_stay_finite(2, SMALL)
 
 
 # ---------------------------------------------------------------- GAT-Lip (eq. (17), paper variant) -------

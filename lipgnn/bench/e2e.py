@@ -84,10 +84,15 @@ def warm_kernels() -> None:
             model.eval()
             with torch.no_grad():
                 model(x, edge_index)
-    # The dropout that large graphs' locality order uses (lipgnn.nn.fused.locality); 50 nodes stay below it.
-    from lipgnn.nn.fused import kernels
+    # The dropout that large graphs' locality order uses (lipgnn.nn.fused.locality), and the one-head layer
+    # that large graphs take (lipgnn.nn.fused.gat_one_head); 50 nodes stay below both.
+    from lipgnn.nn.fused import CSRGraph, gat_one_head, kernels
 
     kernels.dropout_rows_(x, torch.empty_like(x), torch.arange(x.size(0)), 0, 0.5)
+    weight, att = torch.randn(8, 6, requires_grad=True), torch.randn(1, 8, requires_grad=True)
+    graph = CSRGraph.from_edge_index(edge_index, 50)
+    for lip_alpha in (1.0, None):
+        gat_one_head.one_head_gat(x, weight, att, att, None, graph, 0.2, lip_alpha, attn_dropout=0.5).sum().backward()
 
 
 def run_pairs(pairs: int, log: Callable[[str], None] = print, overrides: Sequence[str] = E2E_OVERRIDES,

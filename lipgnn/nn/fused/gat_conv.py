@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.parameter import is_lazy
 
-from lipgnn.nn.fused import gat_small, kernels
+from lipgnn.nn.fused import gat_one_head, gat_small, kernels
 from lipgnn.nn.fused.activation import bias_elu
 from lipgnn.nn.fused.base import CSRHeads, fallback_reason, finish_heads
 from lipgnn.nn.fused.dropout import dropout
@@ -149,6 +149,11 @@ class FusedLipGATConv(LipGATConv):
                                           float(self.alpha) if self.lipschitz_norm else None,
                                           attn_dropout=float(self.dropout) if self.training else 0.0)
                 return out if elu_alpha is None else bias_elu(out, self.bias, elu_alpha)
+            if gat_one_head.applies(x, graph, self.heads, self.out_channels):
+                return gat_one_head.one_head_gat(
+                    x, self.lin.weight, self.att_src[0], self.att_dst[0], self.bias, graph, self.negative_slope,
+                    float(self.alpha) if self.lipschitz_norm else None,
+                    attn_dropout=float(self.dropout) if self.training else 0.0, elu_alpha=elu_alpha)
         res = self.res(x) if self.res is not None else None
         if elu_alpha is not None and res is None and (self.concat or self.heads == 1):
             # the aggregation, the bias and the ELU in one pass over the rows (eq. (4) with its activation)
@@ -166,9 +171,9 @@ class FusedLipGATConv(LipGATConv):
         return out
 
     def _takes_one_operation(self, x: Tensor, edge_attr: Tensor | None) -> bool:
-        """Whether this call is a layer that :mod:`lipgnn.nn.fused.gat_small` runs as one operation on small
-        graphs: plain GAT or GAT-Lip with eq. (17) (``variant="paper"``), without edge features or a residual
-        projection (attention dropout included)."""
+        """Whether this call is a layer that runs as one operation (:mod:`lipgnn.nn.fused.gat_small` on small
+        graphs, :mod:`lipgnn.nn.fused.gat_one_head` with one head on large ones): plain GAT or GAT-Lip with eq. (17)
+        (``variant="paper"``), without edge features or a residual projection (attention dropout included)."""
         lin = self.lin
         return ((not self.lipschitz_norm or self.variant == "paper") and self.res is None and lin is not None
                 and lin.bias is None and (edge_attr is None or self.lin_edge is None)

@@ -32,9 +32,10 @@ maxima and factor, scores, LeakyReLU, softmax, SpMM, bias, each its own autograd
 per layer forward and backward in per-operation dispatch (GAT 1.9 ms there against 1.1 ms here, GAT-Lip 2.4 ms
 against 1.4 ms; :data:`SMALL_EDGE_CHANNELS`). Here the layer is one autograd node: forward a projection GEMM, a
 loop forming the scores shifted by their row maxima, torch's vectorised ``exp_`` and a loop normalising and
-aggregating; backward one loop and two GEMMs. On large graphs the general path's MKL products win, so
+aggregating; backward one loop and two GEMMs. On large graphs MKL's products win over these loops, so
 :func:`applies` takes this path only up to :data:`SMALL_EDGE_CHANNELS` (which covers Fig. 5's batches up to tree
-depth 4 and Cora, not PubMed).
+depth 4 and Cora, not PubMed); above it a one-head layer runs as :mod:`lipgnn.nn.fused.gat_one_head`, several
+heads on the general path.
 
 The softmax is shifted by the row maximum, where the general path's GAT-Lip shifts by the score bound
 :math:`\alpha` (equal in exact arithmetic). Attention dropout in training multiplies each weight
