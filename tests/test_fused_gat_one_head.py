@@ -65,14 +65,17 @@ def test_attention_dropout_drops_what_the_general_path_drops(layer: str, monkeyp
     assert_dropout_matches_the_general_path(1, True, layer, ONE, monkeypatch)
 
 
+@pytest.mark.parametrize("p", [0.0, 0.5], ids=["eval", "attention-dropout"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("lip", [False, True])
-def test_folded_elu_equals_elu_of_the_layer(lip: bool, dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_folded_elu_equals_elu_of_the_layer(lip: bool, dtype: torch.dtype, p: float,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """``activation=ELU`` folds the bias and the ELU into the aggregation (float32) or applies them after it
-    (float64); values and gradients as ``elu`` of the general path's output."""
+    (float64); values and gradients as ``elu`` of the general path's output, in evaluation and in training with
+    attention dropout (the same decisions from the same seed)."""
     edge_index, n = tree_batch()
-    _, fused = lip_pair(1, True, 2.0) if lip else pair(1, True)
-    fused = fused.to(dtype)
+    _, fused = lip_pair(1, True, 2.0, dropout=p) if lip else pair(1, True, dropout=p)
+    fused = fused.to(dtype).train(p > 0)
     x = torch.randn(n, 12, generator=seeded(8), dtype=dtype)
 
     class Block(nn.Module):
@@ -85,10 +88,12 @@ def test_folded_elu_equals_elu_of_the_layer(lip: bool, dtype: torch.dtype, monke
                 return self.conv(x, edge_index, activation=nn.ELU())
             return nn.functional.elu(self.conv(x, edge_index))
 
+    torch.manual_seed(3)
     got = forward_backward(Block(True), x, edge_index)
     fused.zero_grad(set_to_none=True)
     with monkeypatch.context() as m:
         general_path(m)
+        torch.manual_seed(3)
         expected = forward_backward(Block(False), x, edge_index)
     assert got[3] == ONE and expected[3] != ONE
     assert_same(got, expected)
