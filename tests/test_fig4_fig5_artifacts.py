@@ -110,7 +110,9 @@ def test_a_run_just_short_of_100_percent_never_prints_as_100(tmp_path: Path) -> 
     assert "| 3 | GAT-Pn | 99.9 [1 seed] | 16700 / 50000 | no gain (patience) | 1/1 |" in block
 
 
-def test_fig5_comparison_of_capped_runs_says_both_values_are_lower_bounds(tmp_path: Path) -> None:
+def test_fig5_comparison_of_capped_runs_says_both_values_are_lower_bounds(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    seed_11_grid_only(monkeypatch, tmp_path)
     write_record(tmp_path, trees_record("none", 5, 0.047, 150, 150))
     for alpha in (1.0, 2.0, 5.0):
         write_record(tmp_path, trees_record("lip", 5, 0.044, 150, 150, alpha=alpha))
@@ -184,10 +186,11 @@ def test_fig5_pass_caps_are_per_depth_so_its_sweep_declares_no_single_epoch_budg
     from lipgnn.results.grid import declared_grid
 
     sweeps = {s.name: s.epochs for s in declared_grid("fig5", "cpu").sweeps}
-    assert set(sweeps) == {"fig5_cpu", "fig5_cpu_seeds", "fig5_cpu_seeds_d2"}
+    assert set(sweeps) == {"fig5_cpu", "fig5_cpu_seeds", "fig5_cpu_seeds_d2", "fig5_cpu_seeds_d5"}
     assert math.isnan(sweeps["fig5_cpu"])
     assert sweeps["fig5_cpu_seeds"] == 500.0  # the extra seeds run at depth 4 only, under its cap
     assert sweeps["fig5_cpu_seeds_d2"] == 50000.0  # at depth 2, under A&Y's cap
+    assert sweeps["fig5_cpu_seeds_d5"] == 150.0  # at depth 5, under its cap
     assert {s.name: s.epochs for s in declared_grid("fig4", "cpu").sweeps} == {"fig4_cpu": 200.0,
                                                                               "fig4_cpu_seeds": 200.0,
                                                                               "fig4_cpu_1000": 1000.0}
