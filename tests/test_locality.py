@@ -66,6 +66,35 @@ def test_relabelled_graph_maps_every_edge_to_its_original(self_loops: bool) -> N
     assert gap < (base.row - base.col).abs().double().mean()
 
 
+def assert_relabelled_run_is_the_callers(monkeypatch: pytest.MonkeyPatch, model: torch.nn.Module, x: torch.Tensor,
+                                         ei: torch.Tensor) -> list:
+    """One training step of ``model`` (float64, dropouts live) with ``locality_order`` on and off, the same seed:
+    the relabelling ran, and outputs and every parameter gradient agree; returns stack_graph's results."""
+    calls: list = []
+    original = locality.stack_graph
+    monkeypatch.setattr(locality, "stack_graph", lambda *a: calls.append(original(*a)) or calls[-1])
+
+    def run(on: bool) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        model.locality_order = on
+        model.zero_grad()
+        torch.manual_seed(11)
+        out = model(x, ei)
+        (out * torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)).sum().backward()
+        # parameters a model leaves unused (SAN's conv keeps a lin_skip it never applies) get no gradient
+        return out.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    out_on, grads_on = run(True)
+    assert calls and calls[-1] is not None
+    out_off, grads_off = run(False)
+    torch.manual_seed(12)
+    assert not torch.allclose(model(x, ei).detach(), out_off)  # the dropouts are live: another seed, another output
+    torch.testing.assert_close(out_on, out_off, atol=1e-10, rtol=1e-10)
+    assert grads_on and len(grads_on) == len(grads_off)
+    for g_on, g_off in zip(grads_on, grads_off, strict=True):
+        torch.testing.assert_close(g_on, g_off, atol=1e-10, rtol=1e-9)
+    return calls
+
+
 def _model(name: str, norm: str, heads: int) -> torch.nn.Module:
     spec = SimpleNamespace(num_features=IN_CHANNELS, num_classes=3, input="dense", vocab_sizes=(), edge_dim=None)
     cfg = SimpleNamespace(name=name, hidden=8 * heads, heads=heads, dropout=0.6, attn_dropout=0.3, impl="fused")
@@ -88,27 +117,7 @@ def test_a_relabelled_stack_is_the_callers_run(monkeypatch: pytest.MonkeyPatch, 
     x = torch.randn(NUM_NODES, IN_CHANNELS, generator=seeded(3), dtype=torch.float64)
     model = _model(name, norm, heads).double().train()
     model.checkpoint_activations = recompute
-    calls = []
-    original = locality.stack_graph
-    monkeypatch.setattr(locality, "stack_graph", lambda *a: calls.append(original(*a)) or calls[-1])
-
-    def run(on: bool) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        model.locality_order = on
-        model.zero_grad()
-        torch.manual_seed(11)
-        out = model(x, ei)
-        (out * torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)).sum().backward()
-        return out.detach(), [p.grad.clone() for p in model.parameters()]
-
-    out_on, grads_on = run(True)
-    assert calls and calls[-1] is not None
-    out_off, grads_off = run(False)
-    torch.manual_seed(12)
-    out_other = model(x, ei).detach()
-    assert not torch.allclose(out_other, out_off)  # the dropouts are live: another seed, another output
-    torch.testing.assert_close(out_on, out_off, atol=1e-10, rtol=1e-10)
-    for g_on, g_off in zip(grads_on, grads_off, strict=True):
-        torch.testing.assert_close(g_on, g_off, atol=1e-10, rtol=1e-9)
+    assert_relabelled_run_is_the_callers(monkeypatch, model, x, ei)
 
 
 def test_a_hooked_stack_runs_in_the_callers_order(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -134,3 +143,51 @@ def test_small_graphs_and_pyg_stacks_keep_the_callers_order() -> None:
     pyg = build_model(cfg, SimpleNamespace(name="lip"), spec, 2)
     big = torch.randn(locality.MIN_NODES, 8)
     assert locality.stack_graph(pyg.blocks, ei, big) is None
+
+
+def _san(placement: str, norm: str, attn_dropout: float, use_nonlocal: bool = False) -> torch.nn.Module:
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    from lipgnn.data.spec import DataSpec
+
+    cfg = OmegaConf.load(Path(__file__).resolve().parents[1] / "conf" / "model" / "san.yaml")
+    cfg.hidden, cfg.heads, cfg.ffn_hidden, cfg.impl = 8, 2, 16, "fused"
+    cfg.layer_norm, cfg.attn_dropout, cfg["nonlocal"] = placement, attn_dropout, use_nonlocal
+    torch.manual_seed(0)
+    return build_model(cfg, OmegaConf.create({"name": norm}), DataSpec(num_features=IN_CHANNELS, num_classes=3), 3)
+
+
+@pytest.mark.cpu_only
+@pytest.mark.parametrize("placement, norm, attn_dropout", [("post", "none", 0.0), ("pre", "none", 0.0),
+                                                           ("post", "none", 0.3), ("post", "lip", 0.0)])
+def test_a_relabelled_san_stack_is_the_callers_run(monkeypatch: pytest.MonkeyPatch, placement: str, norm: str,
+                                                   attn_dropout: float) -> None:
+    """SAN (lipgnn.models.san): its blocks run in RCM order from SANBlock.locality_min_nodes nodes (below GAT's
+    MIN_NODES), and the relabelled run is the caller's: the encoder's input dropout and the attention dropout
+    (which takes the conv path) draw the same masks, outputs and every gradient agree, in the fused block and
+    in the conv path (attention dropout, LipschitzNorm)."""
+    from lipgnn.models.san import SANBlock
+
+    assert SANBlock.locality_min_nodes < locality.MIN_NODES
+    monkeypatch.setattr(SANBlock, "locality_min_nodes", NUM_NODES)
+    ei = graph_with_parallel_edges_and_loops()
+    x = torch.randn(NUM_NODES, IN_CHANNELS, generator=seeded(3), dtype=torch.float64)
+    model = _san(placement, norm, attn_dropout).double().train()
+    calls = assert_relabelled_run_is_the_callers(monkeypatch, model, x, ei)
+    monkeypatch.setattr(SANBlock, "locality_min_nodes", NUM_NODES + 1)  # one node short: the caller's order
+    model.locality_order = True
+    model(x, ei)
+    assert calls[-1] is None
+
+
+def test_a_nonlocal_san_stack_keeps_the_callers_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The nonlocal factor's conv path reads the graph as given, so a nonlocal SAN is never relabelled."""
+    from lipgnn.models.san import SANBlock
+
+    monkeypatch.setattr(SANBlock, "locality_min_nodes", 0)
+    model = _san("post", "none", 0.0, use_nonlocal=True)
+    assert locality.stack_graph(model.blocks, graph_with_parallel_edges_and_loops(), torch.randn(NUM_NODES, 8)) is None
+    assert locality.stack_graph(_san("post", "none", 0.0).blocks, graph_with_parallel_edges_and_loops(),
+                                torch.randn(NUM_NODES, 8)) is not None

@@ -50,7 +50,7 @@ class DeepGNN(nn.Module):
 
     ``locality_order`` (attribute, default on): run the blocks on the graph relabelled in reverse
     Cuthill–McKee order where :func:`lipgnn.nn.fused.locality.stack_graph` allows it (fused GAT/GT
-    stacks on CPU, large graphs), with every dropout mask in the caller's coordinates, so outputs and
+    and SAN stacks on CPU, large graphs), with every dropout mask in the caller's coordinates, so outputs and
     gradients are those of the caller's order up to float summation order; only memory locality changes.
 
     ``forward(..., skip_blocks=...)`` leaves the given block indices out (each an identity), for

@@ -21,11 +21,11 @@ relabelled, a 30-layer step ran 8-14 % faster and a whole training run 1.20x (do
 ``dataset.reorder=rcm`` (:mod:`lipgnn.data.reorder`) gets the same locality by relabelling the data, which
 draws different masks and so is a different run; this module keeps the run and moves only memory.
 
-Used by :class:`lipgnn.models.deep.DeepGNN` when every block says it supports it (fused GAT/GT convs,
-no nonlocal factor, no edge features), the compiled CPU kernels run (on other devices the masks come
-from ``F.dropout``, which cannot be read in other coordinates) and the graph has at least
-:data:`MIN_NODES` nodes. Forward hooks on a block (layer tracing) turn it off, since a hook would see
-rows in the relabelled order.
+Used by :class:`lipgnn.models.deep.DeepGNN` when every block says it supports it (fused GAT/GT convs and
+SAN blocks, no nonlocal factor, no edge features), the compiled CPU kernels run (on other devices the masks
+come from ``F.dropout``, which cannot be read in other coordinates) and the graph has at least
+:data:`MIN_NODES` nodes (fewer where the blocks say so: SAN's, :class:`lipgnn.models.san.SANBlock`).
+Forward hooks on a block (layer tracing) turn it off, since a hook would see rows in the relabelled order.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ from lipgnn.nn.fused.graph import CSRGraph, get_csr_graph
 __all__ = ["MIN_NODES", "Relabelled", "relabel", "stack_graph"]
 
 #: Below this many nodes a layer's hidden features (``[N, 64]`` float32: 0.7 MB for Cora's 2,708 nodes)
-#: stay in the core's caches whatever the order, so there is nothing for the relabelling to gain.
+#: stay in the core's caches whatever the order, so there is nothing for the relabelling to gain. A block
+#: whose layer gathers and scatters wider rows may lower it for its stack (``locality_min_nodes``).
 MIN_NODES = 8192
 
 
@@ -96,9 +97,11 @@ def stack_graph(blocks: nn.ModuleList, edge_index: Tensor, h: Tensor) -> Relabel
     """The relabelled graph for running ``blocks`` on ``h`` (``[N, F]``) and ``edge_index``, or ``None``
     where the stack runs in the caller's order (see the module docstring for when)."""
     num_nodes = h.size(0)
-    if num_nodes < MIN_NODES or not isinstance(edge_index, Tensor) or edge_index.layout != torch.strided:
+    if not isinstance(edge_index, Tensor) or edge_index.layout != torch.strided:
         return None
     if len(blocks) == 0 or not all(getattr(block, "accepts_node_order", False) for block in blocks):
+        return None
+    if num_nodes < min(min(getattr(block, "locality_min_nodes", MIN_NODES) for block in blocks), MIN_NODES):
         return None
     if not kernels.available(h) or _hooked(blocks):
         return None
