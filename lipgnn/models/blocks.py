@@ -132,9 +132,10 @@ class GNNBlock(nn.Module):
     @property
     def accepts_node_order(self) -> bool:
         """Whether the block may run on a graph relabelled for locality (:mod:`lipgnn.nn.fused.locality`):
-        a fused attention conv that draws its dropouts in the caller's coordinates, and nothing that
-        reads node labels (the nonlocal factor goes through the conv's per-head path)."""
-        return self.has_attention and self.nonlocal_mp is None and getattr(self.conv, "accepts_node_order", False)
+        a fused attention conv that draws its dropouts in the caller's coordinates. A nonlocal factor is
+        no obstacle: it takes the fused conv's per-head CSR path (``csr_heads``, which reads the relabelled
+        graph and draws the same masks), and its energies are sums over all nodes."""
+        return self.has_attention and getattr(self.conv, "accepts_node_order", False)
 
     def forward(
         self,

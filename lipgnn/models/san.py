@@ -94,11 +94,11 @@ class SANBlock(nn.Module):
     @property
     def accepts_node_order(self) -> bool:
         """Whether the block may run on a graph relabelled for locality (:mod:`lipgnn.nn.fused.locality`):
-        a fused conv, which draws its attention dropout in the caller's edge coordinates, and no nonlocal
-        factor (its conv path reads the graph as given). Everything else in the block (LayerNorm, FFN, the
-        output projection, the residuals) acts on each node's row alone."""
-        return (isinstance(self.conv, FusedLipTransformerConv) and self.conv.accepts_node_order
-                and self.nonlocal_mp is None)
+        a fused conv, which draws its attention dropout in the caller's edge coordinates. Everything else in
+        the block (LayerNorm, FFN, the output projection, the residuals) acts on each node's row alone, and
+        the nonlocal energies are sums over all nodes (the fused block's, or ``csr_heads``' on the conv
+        path)."""
+        return isinstance(self.conv, FusedLipTransformerConv) and self.conv.accepts_node_order
 
     def fused_path(self, x: Tensor, edge_attr: Tensor | None) -> bool:
         """Whether :meth:`forward` runs the fused block (:mod:`lipgnn.nn.fused.san`): a

@@ -10,10 +10,11 @@ With :math:`\pi` the reverse Cuthill–McKee order (``order[k]`` is the caller's
 where :math:`B'` is :math:`B` with every dropout mask read in the caller's coordinates: feature dropout
 decides row ``k``'s elements as the caller's row ``order[k]`` (``CSRGraph.node_order``), attention dropout
 decides edge ``e`` as the caller's CSR edge ``edge_order[e]`` (:func:`lipgnn.nn.fused.dropout.dropout`'s
-``rows``). Every other part of a GAT/GT block (projections, LipschitzNorm's per-target maxima, the row
-softmax, the aggregation, ELU, LayerNorm, PairNorm's means) is equivariant to :math:`P`, so the
-identity holds in training too: same masks, same outputs and gradients, up to the order of the
-floating-point sums within a row (``tests/test_locality.py``). A run's records and id are unchanged.
+``rows``). Every other part of a GAT/GT/SAN block (projections, LipschitzNorm's per-target maxima, the
+row softmax, the aggregation, ELU, LayerNorm, PairNorm's means, the FFN) is equivariant to :math:`P`, and
+the nonlocal factor's energies :math:`\|P_h X - X\|^2` are invariant to it, so the identity holds in
+training too: same masks, same outputs and gradients, up to the order of the floating-point sums
+(``tests/test_locality.py``). A run's records and id are unchanged.
 
 Why: the sparse products gather the rows of each target's neighbours. In PubMed's own order those rows
 lie far apart (mean :math:`|i - j|` over edges 6526; 3392 in RCM order), so the products wait on memory;
@@ -22,7 +23,7 @@ relabelled, a 30-layer step ran 8-14 % faster and a whole training run 1.20x (do
 draws different masks and so is a different run; this module keeps the run and moves only memory.
 
 Used by :class:`lipgnn.models.deep.DeepGNN` when every block says it supports it (fused GAT/GT convs and
-SAN blocks, no nonlocal factor, no edge features), the compiled CPU kernels run (on other devices the masks
+SAN blocks, nonlocal or not; no edge features), the compiled CPU kernels run (on other devices the masks
 come from ``F.dropout``, which cannot be read in other coordinates) and the graph has at least
 :data:`MIN_NODES` nodes (fewer where the blocks say so: SAN's, :class:`lipgnn.models.san.SANBlock`).
 Forward hooks on a block (layer tracing) turn it off, since a hook would see rows in the relabelled order.
