@@ -173,21 +173,35 @@ def _san(placement: str, norm: str, attn_dropout: float, nonlocal_source: str | 
 ])
 def test_a_relabelled_san_stack_is_the_callers_run(monkeypatch: pytest.MonkeyPatch, placement: str, norm: str,
                                                    attn_dropout: float, nonlocal_source: str | None) -> None:
-    """SAN (lipgnn.models.san): its blocks run in RCM order from SANBlock.locality_min_nodes nodes (below GAT's
-    MIN_NODES), and the relabelled run is the caller's: the encoder's input dropout and the attention dropout
+    """SAN (lipgnn.models.san): its blocks run in RCM order, and the relabelled run is the caller's: the
+    encoder's input dropout and the attention dropout
     (which takes the conv path) draw the same masks, outputs and every gradient agree, in the fused block and
     in the conv path (attention dropout, LipschitzNorm), with and without nonlocal message passing (the fused
     block's energies; the conv path's through csr_heads)."""
-    from lipgnn.models.san import SANBlock
-
-    assert SANBlock.locality_min_nodes < locality.MIN_NODES
-    monkeypatch.setattr(SANBlock, "locality_min_nodes", NUM_NODES)
+    monkeypatch.setattr(locality, "MIN_NODES", 0)
     ei = graph_with_parallel_edges_and_loops()
     x = torch.randn(NUM_NODES, IN_CHANNELS, generator=seeded(3), dtype=torch.float64)
     x = x if nonlocal_source is None else 0.1 * x  # as in test_a_relabelled_stack_is_the_callers_run
     model = _san(placement, norm, attn_dropout, nonlocal_source).double().train()
-    calls = assert_relabelled_run_is_the_callers(monkeypatch, model, x, ei)
-    monkeypatch.setattr(SANBlock, "locality_min_nodes", NUM_NODES + 1)  # one node short: the caller's order
-    model.locality_order = True
-    model(x, ei)
-    assert calls[-1] is None
+    assert_relabelled_run_is_the_callers(monkeypatch, model, x, ei)
+
+
+def test_deep_stacks_relabel_from_fewer_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stack relabels from MIN_NODES nodes, or from MIN_NODES_DEEP once it has DEEP_STACK blocks (the
+    permutations a forward adds pay back over more layers); one node or one block short, it keeps the
+    caller's order."""
+    assert locality.MIN_NODES_DEEP < locality.MIN_NODES
+    ei = graph_with_parallel_edges_and_loops()
+    h = torch.randn(NUM_NODES, 8)
+    blocks = _model("gat", "lip", 1).blocks  # 4 blocks
+    monkeypatch.setattr(locality, "MIN_NODES", NUM_NODES)
+    monkeypatch.setattr(locality, "MIN_NODES_DEEP", NUM_NODES - 100)
+    monkeypatch.setattr(locality, "DEEP_STACK", 4)
+    assert locality.stack_graph(blocks, ei, h) is not None
+    monkeypatch.setattr(locality, "MIN_NODES", NUM_NODES + 1)
+    assert locality.stack_graph(blocks, ei, h) is not None  # deep enough: MIN_NODES_DEEP applies
+    monkeypatch.setattr(locality, "DEEP_STACK", 5)
+    assert locality.stack_graph(blocks, ei, h) is None  # one block short: MIN_NODES applies
+    monkeypatch.setattr(locality, "DEEP_STACK", 4)
+    monkeypatch.setattr(locality, "MIN_NODES_DEEP", NUM_NODES + 1)
+    assert locality.stack_graph(blocks, ei, h) is None  # one node short

@@ -60,11 +60,6 @@ class SANBlock(nn.Module):
     """
 
     has_attention = True
-    #: The stack runs in the locality order (:mod:`lipgnn.nn.fused.locality`) from this many nodes: the
-    #: attention gathers ``[N, 3·hidden]`` projections and scatters their gradients by source node, which on
-    #: Cora (2,708 nodes, hidden 32: 1 MB each) outgrow a core's L2 cache; relabelled, a 256-layer training
-    #: step took 0.13 s (6 %) less, faster in 7 of 8 alternating rounds (docs/performance.md).
-    locality_min_nodes = 2048
 
     def __init__(
         self,
