@@ -9,6 +9,7 @@ import pytest
 import torch
 from devices import gradcheck, seeded
 from test_fused_gat_small import (
+    ELUBlock,
     assert_dropout_matches_the_general_path,
     assert_large_scores_stay_finite,
     assert_near,
@@ -21,7 +22,6 @@ from test_fused_gat_small import (
     random_graph,
     tree_batch,
 )
-from torch import nn
 
 from lipgnn.nn.fused import FusedLipGATConv, gat_one_head, gat_small, kernels
 from lipgnn.nn.fused.graph import CSRGraph
@@ -77,24 +77,13 @@ def test_folded_elu_equals_elu_of_the_layer(lip: bool, dtype: torch.dtype, p: fl
     _, fused = lip_pair(1, True, 2.0, dropout=p) if lip else pair(1, True, dropout=p)
     fused = fused.to(dtype).train(p > 0)
     x = torch.randn(n, 12, generator=seeded(8), dtype=dtype)
-
-    class Block(nn.Module):
-        def __init__(self, folded: bool) -> None:
-            super().__init__()
-            self.conv, self.folded = fused, folded
-
-        def forward(self, x, edge_index):
-            if self.folded:
-                return self.conv(x, edge_index, activation=nn.ELU())
-            return nn.functional.elu(self.conv(x, edge_index))
-
     torch.manual_seed(3)
-    got = forward_backward(Block(True), x, edge_index)
+    got = forward_backward(ELUBlock(fused, True), x, edge_index)
     fused.zero_grad(set_to_none=True)
     with monkeypatch.context() as m:
         general_path(m)
         torch.manual_seed(3)
-        expected = forward_backward(Block(False), x, edge_index)
+        expected = forward_backward(ELUBlock(fused, False), x, edge_index)
     assert got[3] == ONE and expected[3] != ONE
     assert_same(got, expected)
 

@@ -57,6 +57,20 @@ def lip_pair(heads: int, concat: bool, alpha: float, in_channels: int = 12, out_
     return ref, fused
 
 
+class ELUBlock(nn.Module):
+    """``conv`` followed by an ELU: handed to the conv as its activation (``folded``, a deep block's call) or
+    applied after it with torch's ``elu``."""
+
+    def __init__(self, conv: FusedLipGATConv, folded: bool) -> None:
+        super().__init__()
+        self.conv, self.folded = conv, folded
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        if self.folded:
+            return self.conv(x, edge_index, activation=nn.ELU())
+        return nn.functional.elu(self.conv(x, edge_index))
+
+
 def forward_backward(module: nn.Module, x: torch.Tensor, edge_index: torch.Tensor):
     x = x.clone().requires_grad_(True)
     out = module(x, edge_index)
@@ -196,12 +210,28 @@ def test_gradcheck_float64(concat: bool) -> None:
     assert gradcheck(lambda *a: gat_small.small_gat(*a, graph, concat, 0.2), (x, weight, att_src, att_dst, bias))
 
 
-def test_folded_elu_equals_elu_of_the_layer() -> None:
+@pytest.mark.parametrize("heads, concat, lip", [(4, True, False), (4, False, True), (1, True, True)])
+@pytest.mark.parametrize("dtype, p", [(torch.float32, 0.0), (torch.float32, 0.5), (torch.float64, 0.5)])
+def test_folded_elu_equals_elu_of_the_layer(heads: int, concat: bool, lip: bool, dtype: torch.dtype,
+                                            p: float) -> None:
+    """``activation=ELU`` on this path: float32 folds the bias and the ELU into the layer's row visits (one
+    operation, no ELU node after it), float64 applies them after it; values and every gradient as torch's
+    ``elu`` of the layer's output, in evaluation and in training with attention dropout (the same decisions from
+    the same seed). Eval also against PyG's layer."""
     edge_index, n = tree_batch()
-    ref, fused = pair(4, True)
-    x = torch.randn(n, 12, generator=seeded(8))
-    out = fused(x, edge_index, activation=nn.ELU())
-    torch.testing.assert_close(out, nn.functional.elu(ref(x, edge_index)), **TOL)
+    ref, fused = lip_pair(heads, concat, 2.0, dropout=p) if lip else pair(heads, concat, dropout=p)
+    fused = fused.to(dtype).train(p > 0)
+    x = torch.randn(n, 12, generator=seeded(8), dtype=dtype)
+    torch.manual_seed(3)
+    got = forward_backward(ELUBlock(fused, True), x, edge_index)
+    fused.zero_grad(set_to_none=True)
+    torch.manual_seed(3)
+    expected = forward_backward(ELUBlock(fused, False), x, edge_index)
+    assert (got[3] == SMALL) == (dtype == torch.float32) and expected[3] != SMALL
+    assert (got[0] < 0).any() and (got[0] > 0).any()  # both branches of the ELU are exercised
+    assert_same(got, expected)
+    if p == 0.0:
+        torch.testing.assert_close(got[0], nn.functional.elu(ref.to(dtype)(x, edge_index)).detach(), **TOL)
 
 
 def path(fused: FusedLipGATConv, x: torch.Tensor, edge_index: torch.Tensor) -> str:

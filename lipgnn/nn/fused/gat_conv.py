@@ -143,12 +143,15 @@ class FusedLipGATConv(LipGATConv):
         if self._takes_one_operation(x, edge_attr):
             graph = resolve_graph(edge_index, x.size(0), self.graph_self_loops())
             if gat_small.applies(x, graph, self.heads, self.out_channels):
-                bias = self.bias if elu_alpha is None else None
+                # float32 folds the ELU into the layer's row visits; float64 keeps bias_elu (torch's exact ELU)
+                fold = elu_alpha is not None and x.dtype == torch.float32
+                bias = self.bias if elu_alpha is None or fold else None
                 out = gat_small.small_gat(x, self.lin.weight, self.att_src[0], self.att_dst[0], bias, graph,
                                           self.concat, self.negative_slope,
                                           float(self.alpha) if self.lipschitz_norm else None,
-                                          attn_dropout=float(self.dropout) if self.training else 0.0)
-                return out if elu_alpha is None else bias_elu(out, self.bias, elu_alpha)
+                                          attn_dropout=float(self.dropout) if self.training else 0.0,
+                                          elu_alpha=elu_alpha if fold else None)
+                return out if elu_alpha is None or fold else bias_elu(out, self.bias, elu_alpha)
             if gat_one_head.applies(x, graph, self.heads, self.out_channels):
                 return gat_one_head.one_head_gat(
                     x, self.lin.weight, self.att_src[0], self.att_dst[0], self.bias, graph, self.negative_slope,
