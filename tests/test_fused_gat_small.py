@@ -234,6 +234,19 @@ def test_folded_elu_equals_elu_of_the_layer(heads: int, concat: bool, lip: bool,
         torch.testing.assert_close(got[0], nn.functional.elu(ref.to(dtype)(x, edge_index)).detach(), **TOL)
 
 
+def test_folding_the_elu_needs_float32() -> None:
+    """The folded ELU's exponential is a float32 polynomial: small_gat refuses it for float64 (FusedLipGATConv
+    applies torch's ELU after the layer there)."""
+    edge_index, n = tree_batch()
+    _, fused = pair(4, True)
+    fused = fused.double()
+    x = torch.randn(n, 12, generator=seeded(8), dtype=torch.float64)
+    graph = CSRGraph.from_edge_index(edge_index, n)
+    with pytest.raises(ValueError, match="float32 only"):
+        gat_small.small_gat(x, fused.lin.weight, fused.att_src[0], fused.att_dst[0], fused.bias, graph, True, 0.2,
+                            elu_alpha=1.0)
+
+
 def path(fused: FusedLipGATConv, x: torch.Tensor, edge_index: torch.Tensor) -> str:
     return type(fused(x.requires_grad_(True), edge_index).grad_fn).__name__
 

@@ -3,12 +3,15 @@ in reverse Cuthill–McKee order computes the caller's run (same dropout masks, 
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 from devices import seeded
+from omegaconf import OmegaConf
 
+from lipgnn.data.spec import DataSpec
 from lipgnn.diagnostics.tracing import trace_layers
 from lipgnn.models import build_model
 from lipgnn.nn.fused import locality
@@ -152,12 +155,6 @@ def test_small_graphs_and_pyg_stacks_keep_the_callers_order() -> None:
 
 
 def _san(placement: str, norm: str, attn_dropout: float, nonlocal_source: str | None = None) -> torch.nn.Module:
-    from pathlib import Path
-
-    from omegaconf import OmegaConf
-
-    from lipgnn.data.spec import DataSpec
-
     cfg = OmegaConf.load(Path(__file__).resolve().parents[1] / "conf" / "model" / "san.yaml")
     cfg.hidden, cfg.heads, cfg.ffn_hidden, cfg.impl = 8, 2, 16, "fused"
     cfg.layer_norm, cfg.attn_dropout, cfg["nonlocal"] = placement, attn_dropout, nonlocal_source is not None
@@ -174,10 +171,9 @@ def _san(placement: str, norm: str, attn_dropout: float, nonlocal_source: str | 
 def test_a_relabelled_san_stack_is_the_callers_run(monkeypatch: pytest.MonkeyPatch, placement: str, norm: str,
                                                    attn_dropout: float, nonlocal_source: str | None) -> None:
     """SAN (lipgnn.models.san): its blocks run in RCM order, and the relabelled run is the caller's: the
-    encoder's input dropout and the attention dropout
-    (which takes the conv path) draw the same masks, outputs and every gradient agree, in the fused block and
-    in the conv path (attention dropout, LipschitzNorm), with and without nonlocal message passing (the fused
-    block's energies; the conv path's through csr_heads)."""
+    encoder's input dropout and the attention dropout (which takes the conv path) draw the same masks, outputs
+    and every gradient agree, in the fused block and in the conv path (attention dropout, LipschitzNorm), with
+    and without nonlocal message passing (the fused block's energies; the conv path's through csr_heads)."""
     monkeypatch.setattr(locality, "MIN_NODES", 0)
     ei = graph_with_parallel_edges_and_loops()
     x = torch.randn(NUM_NODES, IN_CHANNELS, generator=seeded(3), dtype=torch.float64)

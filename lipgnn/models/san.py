@@ -93,7 +93,7 @@ class SANBlock(nn.Module):
         the block (LayerNorm, FFN, the output projection, the residuals) acts on each node's row alone, and
         the nonlocal energies are sums over all nodes (the fused block's, or ``csr_heads``' on the conv
         path)."""
-        return isinstance(self.conv, FusedLipTransformerConv) and self.conv.accepts_node_order
+        return getattr(self.conv, "accepts_node_order", False)
 
     def fused_path(self, x: Tensor, edge_attr: Tensor | None) -> bool:
         """Whether :meth:`forward` runs the fused block (:mod:`lipgnn.nn.fused.san`): a
