@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 from lipgnn.data.spec import DataSpec
 from lipgnn.diagnostics.tracing import trace_layers
 from lipgnn.models import build_model
-from lipgnn.nn.fused import locality
+from lipgnn.nn.fused import kernels, locality
 from lipgnn.nn.fused.dropout import dropout
 from lipgnn.nn.fused.graph import get_csr_graph
 
@@ -182,6 +182,7 @@ def test_a_relabelled_san_stack_is_the_callers_run(monkeypatch: pytest.MonkeyPat
     assert_relabelled_run_is_the_callers(monkeypatch, model, x, ei)
 
 
+@pytest.mark.cpu_only
 def test_deep_stacks_relabel_from_fewer_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
     """A stack relabels from MIN_NODES nodes, or from MIN_NODES_DEEP once it has DEEP_STACK blocks (the
     permutations a forward adds pay back over more layers); one node or one block short, it keeps the
@@ -201,3 +202,17 @@ def test_deep_stacks_relabel_from_fewer_nodes(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(locality, "DEEP_STACK", 4)
     monkeypatch.setattr(locality, "MIN_NODES_DEEP", NUM_NODES + 1)
     assert locality.stack_graph(blocks, ei, h) is None  # one node short
+
+
+def test_stacks_keep_the_callers_order_without_the_compiled_loops(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The locality order needs the compiled loops (on CUDA, or with ``LIPGNN_KERNELS=eager``, the masks come
+    from ``F.dropout`` in the caller's coordinates): a stack that would relabel on CPU keeps the caller's order
+    there. Runs on every device; on CUDA the compiled loops never apply."""
+    ei = graph_with_parallel_edges_and_loops()
+    h = torch.randn(NUM_NODES, 8)
+    blocks = _model("gat", "lip", 1).blocks
+    monkeypatch.setattr(locality, "MIN_NODES", 0)
+    if kernels.available(h):
+        assert locality.stack_graph(blocks, ei, h) is not None
+    with kernels.disabled():
+        assert locality.stack_graph(blocks, ei, h) is None

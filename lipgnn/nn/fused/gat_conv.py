@@ -275,8 +275,10 @@ class FusedLipGATConv(LipGATConv):
             if not with_norms:
                 return x_src, a_src, a_dst, None, None
             return x_src, a_src, a_dst, row_sq_norm(x_src), row_sq_norm(x_dst)
+        # unbind, not two selects: its backward is one stack, where each select's is a zero fill and a copy
+        # (the same values; four fewer kernels a layer on CUDA).
         if not with_norms:
             x_pass, both = _NodeScores.apply(x_src, self.att_src[0], self.att_dst[0], False)
-            return x_pass, both[..., 0], both[..., 1], None, None
+            return x_pass, *both.unbind(-1), None, None
         x_pass, both, sq = _NodeScores.apply(x_src, self.att_src[0], self.att_dst[0], True)
-        return x_pass, both[..., 0], both[..., 1], sq, sq
+        return x_pass, *both.unbind(-1), sq, sq
