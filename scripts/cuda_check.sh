@@ -3,18 +3,20 @@
 #   1. the layer tests with every tensor they create on the GPU (`pytest --torch-device cuda`), where the
 #      fused layers take their eager path and must still equal PyG and the hand-computed values;
 #   2. `python -m lipgnn.bench --device cuda`: fused against stock PyG on the same GPU;
-#   3. whole train.py runs (30-layer GAT-Lip, PubMed, 20 epochs), model.impl=pyg against fused, on CUDA.
+#   3. whole train.py runs (30-layer GAT-Lip, PubMed, 20 epochs), model.impl=pyg against fused, on CUDA;
+#   4. scripts/cuda_determinism.py: whether a step (and the ops it is built of) is bit-reproducible there;
+#   5. scripts/cuda_launches.py: kernels per layer, kernel time against wall time, copies and syncs.
 # usage: scripts/cuda_check.sh [OUT_DIR] (default results/bench/cuda). Each step has a time limit
-# (seconds: TESTS_S, BENCH_S, E2E_S) so that a slow step cannot starve the others; a step that hits it
-# says so in its log and the script goes on; STEPS (default "tests bench e2e") picks the steps. Exit
-# status: the number of failed steps.
+# (seconds: TESTS_S, BENCH_S, E2E_S, PROBE_S) so that a slow step cannot starve the others; a step that hits
+# it says so in its log and the script goes on; STEPS (default "tests bench e2e determinism launches") picks
+# the steps. Exit status: the number of failed steps.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-results/bench/cuda}
 mkdir -p "$out"
 py=${PYTHON:-python}
 dev=${DEVICE:-cuda}  # DEVICE=cpu runs the same steps on the CPU (to try the script where no GPU is)
-steps=" ${STEPS:-tests bench e2e} "
+steps=" ${STEPS:-tests bench e2e determinism launches} "
 failed=0
 
 "$py" - <<'EOF' 2>&1 | tee "$out/env.txt"
@@ -68,5 +70,14 @@ echo "== train.py end to end on CUDA (30-layer GAT-Lip, PubMed, 20 epochs)"
 } 2>&1 | tee "$out/e2e.log"
 grep -q " exit [^0]" "$out/e2e.log" && failed=$((failed + 1))
 fi
+for probe in determinism launches; do
+  if [[ $steps == *" $probe "* ]]; then
+    echo "== $probe"
+    args=("$dev"); [ "$probe" = launches ] && args=(--device "$dev")
+    timeout -k 10 "${PROBE_S:-120}" "$py" "scripts/cuda_$probe.py" "${args[@]}" > "$out/$probe.txt" 2>&1
+    rc=$?; grep -v -e '^Processing' -e '^Done!' "$out/$probe.txt" | tail -n 40; echo "$probe: exit $rc"
+    [ $rc -eq 0 ] || failed=$((failed + 1))
+  fi
+done
 echo "failed steps: $failed"
 exit "$failed"
