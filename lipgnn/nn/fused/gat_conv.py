@@ -146,15 +146,14 @@ class FusedLipGATConv(LipGATConv):
                 # float32 folds the ELU into the layer's row visits; float64 keeps bias_elu (torch's exact ELU)
                 fold = elu_alpha is not None and x.dtype == torch.float32
                 bias = self.bias if elu_alpha is None or fold else None
-                out = gat_small.small_gat(x, self.lin.weight, self.att_src[0], self.att_dst[0], bias, graph,
-                                          self.concat, self.negative_slope,
-                                          float(self.alpha) if self.lipschitz_norm else None,
+                out = gat_small.small_gat(x, self.lin.weight, *self._att_vectors(), bias, graph, self.concat,
+                                          self.negative_slope, float(self.alpha) if self.lipschitz_norm else None,
                                           attn_dropout=float(self.dropout) if self.training else 0.0,
                                           elu_alpha=elu_alpha if fold else None)
                 return out if elu_alpha is None or fold else bias_elu(out, self.bias, elu_alpha)
             if gat_one_head.applies(x, graph, self.heads, self.out_channels):
                 return gat_one_head.one_head_gat(
-                    x, self.lin.weight, self.att_src[0], self.att_dst[0], self.bias, graph, self.negative_slope,
+                    x, self.lin.weight, *self._att_vectors(), self.bias, graph, self.negative_slope,
                     float(self.alpha) if self.lipschitz_norm else None,
                     attn_dropout=float(self.dropout) if self.training else 0.0, elu_alpha=elu_alpha)
         res = self.res(x) if self.res is not None else None
@@ -172,6 +171,11 @@ class FusedLipGATConv(LipGATConv):
         if self.bias is not None:
             out = out + self.bias
         return out
+
+    def _att_vectors(self) -> tuple[Tensor, Tensor]:
+        """``a_src``, ``a_dst`` as ``[H, C]``: a squeeze, not ``[0]``, since a view's backward launches nothing
+        where an index select's zero-fills and copies (two kernels each on CUDA)."""
+        return self.att_src.squeeze(0), self.att_dst.squeeze(0)
 
     def _takes_one_operation(self, x: Tensor, edge_attr: Tensor | None) -> bool:
         """Whether this call is a layer that runs as one operation (:mod:`lipgnn.nn.fused.gat_small` on small
@@ -278,7 +282,7 @@ class FusedLipGATConv(LipGATConv):
         # unbind, not two selects: its backward is one stack, where each select's is a zero fill and a copy
         # (the same values; four fewer kernels a layer on CUDA).
         if not with_norms:
-            x_pass, both = _NodeScores.apply(x_src, self.att_src[0], self.att_dst[0], False)
+            x_pass, both = _NodeScores.apply(x_src, *self._att_vectors(), False)
             return x_pass, *both.unbind(-1), None, None
-        x_pass, both, sq = _NodeScores.apply(x_src, self.att_src[0], self.att_dst[0], True)
+        x_pass, both, sq = _NodeScores.apply(x_src, *self._att_vectors(), True)
         return x_pass, *both.unbind(-1), sq, sq
