@@ -83,7 +83,7 @@ def test_planetoid_shapes_and_public_split(planetoid_cache: Path, name: str, nod
     data = single(task)
     assert task.metric == "acc" and task.spec.task == "node" and task.spec.input == "dense"
     assert (task.spec.num_features, task.spec.num_classes) == (feats, classes)
-    assert tuple(data.x.shape) == (nodes, feats) and data.num_edges == edges
+    assert tuple(data.x.shape) == (nodes, feats) and data.num_edges == edges == task.spec.step_edges
     assert int(data.y.max()) + 1 == classes
     sizes = (int(data.train_mask.sum()), int(data.val_mask.sum()), int(data.test_mask.sum()))
     assert sizes == split
@@ -415,7 +415,7 @@ def test_ogb_arxiv_from_fixture(ogb_env: dict) -> None:
     # to_undirected: each of the 11 citations in both directions.
     pairs = set(map(tuple, data.edge_index.t().tolist()))
     expected = {(int(s), int(d)) for s, d in fx.edges} | {(int(d), int(s)) for s, d in fx.edges}
-    assert pairs == expected and data.num_edges == 22
+    assert pairs == expected and data.num_edges == 22 == task.spec.step_edges
     directed = single(load(dataset_cfg("ogbn-arxiv", root=str(ogb_env["root"]), cache_dir=str(ogb_env["cache"]),
                                        to_undirected=False), 0))
     assert directed.edge_index.t().tolist() == fx.edges.tolist()
@@ -440,6 +440,8 @@ def test_ogb_proteins_from_fixture(ogb_env: dict) -> None:
     assert y.dtype == torch.float32 and torch.equal(y, torch.tensor(fx.labels, dtype=torch.float32))
     train = torch.cat([b.train_mask for b in batches]).nonzero().view(-1).tolist()
     assert train == fx.split["train"].tolist()
+    # step_edges: the expected edges of one of the 3 random parts (an edge stays when both ends share a part).
+    assert task.spec.step_edges == 2 * len(fx.edges) // 3
 
     def epoch(seed: int) -> list[Tensor]:
         return [b.y for b in task.train_batches(seeded(seed))]

@@ -24,7 +24,7 @@ from lipgnn.models import (
     attention_parameters,
     build_model,
 )
-from lipgnn.models.builder import plain_conv_class, resolve_impl
+from lipgnn.models.builder import CUDA_FUSED_MIN_EDGES, plain_conv_class, resolve_impl
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 NON_ATTENTION = [m for m in MODEL_NAMES if m not in ATTENTION_MODELS]
@@ -196,6 +196,34 @@ def test_impl_auto_is_fused_on_cpu_for_the_models_that_have_it(name: str, device
     assert resolve_impl("pyg", name, device) == "pyg"
     with pytest.raises(ConfigError, match="model.impl=fast is unknown"):
         resolve_impl("fast", name, device)
+
+
+@pytest.mark.parametrize("name, step_edges, expected", [
+    ("gat", CUDA_FUSED_MIN_EDGES, "fused"), ("gt", 2_332_486, "fused"),  # ogbn-arxiv, undirected
+    ("gat", 88_648, "pyg"), ("gt", CUDA_FUSED_MIN_EDGES - 1, "pyg"), ("gat", 0, "pyg"),  # PubMed; just under; unknown
+    ("san", 2_332_486, "pyg"), ("gcn", 2_332_486, "pyg"), ("gin", 2_332_486, "pyg"),  # not measured on a GPU
+])
+def test_impl_auto_on_a_gpu_is_fused_for_attention_on_graphs_of_arxivs_size(name: str, step_edges: int,
+                                                                           expected: str) -> None:
+    """On CUDA, ``auto`` builds GAT/GT fused from CUDA_FUSED_MIN_EDGES edges per step (an H100: slower than
+    PyG's layers on PubMed, faster and 3-5x smaller at ogbn-arxiv's size); the CPU rule ignores the size."""
+    assert resolve_impl("auto", name, "cuda", step_edges) == expected
+    assert resolve_impl("auto", name, "cuda:1", step_edges) == expected
+    assert resolve_impl("auto", name, "cpu", step_edges) == "fused"
+    assert resolve_impl("pyg", name, "cuda", step_edges) == "pyg"
+
+
+def test_build_model_reads_the_specs_step_edges_for_impl_auto() -> None:
+    """build_model passes ``DataSpec.step_edges`` to resolve_impl: a GAT for CUDA on an arxiv-sized spec is
+    built with the fused layers, on a PubMed-sized spec with PyG's (built on the CPU; only the choice is read)."""
+    from lipgnn.nn.fused import FusedLipGATConv
+
+    large = build_model(model_cfg("gat", impl="auto"), norm_cfg("lip"), DataSpec(8, 3, step_edges=2_332_486), 2,
+                        device="cuda")
+    small = build_model(model_cfg("gat", impl="auto"), norm_cfg("lip"), DataSpec(8, 3, step_edges=88_648), 2,
+                        device="cuda")
+    assert isinstance(large.blocks[0].conv, FusedLipGATConv)
+    assert not isinstance(small.blocks[0].conv, FusedLipGATConv)
 
 
 def test_the_builder_and_the_validator_agree_on_the_fused_models() -> None:

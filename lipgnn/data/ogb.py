@@ -212,7 +212,8 @@ def load_ogb(cfg: Any, seed: int, device: torch.device | str | None = None) -> T
         info.update(num_edges=int(data.num_edges), to_undirected=undirected, **reorder_info)
         if device is not None:
             data = data.to(device)
-        spec = DataSpec(num_features=int(data.x.size(1)), num_classes=int(dataset.num_classes))
+        spec = DataSpec(num_features=int(data.x.size(1)), num_classes=int(dataset.num_classes),
+                        step_edges=int(data.num_edges))
         return TaskData(name=name, spec=spec, metric="acc", train_batches=lambda generator=None: [data],
                         eval_batches=lambda: [data], info=info, score_fn=score)
 
@@ -240,7 +241,9 @@ def load_ogb(cfg: Any, seed: int, device: torch.device | str | None = None) -> T
         # Unshuffled partitions: consecutive node ranges, each node exactly once.
         return to_device(RandomNodeLoader(data, num_parts=num_parts, shuffle=False))
 
+    # A random node partition keeps an edge when both ends fall in one part: num_edges / num_parts expected.
     spec = DataSpec(num_features=int(x.size(1)), num_classes=int(data.y.size(1)),
-                    edge_dim=int(edge_attr.size(1)) if use_edge_attr else None, multilabel=True)
+                    edge_dim=int(edge_attr.size(1)) if use_edge_attr else None, multilabel=True,
+                    step_edges=int(data.num_edges) // num_parts)
     return TaskData(name=name, spec=spec, metric="rocauc", train_batches=train_batches,
                     eval_batches=eval_batches, info=info, score_fn=score)

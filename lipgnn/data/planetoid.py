@@ -139,7 +139,8 @@ def load_planetoid(cfg: Any, seed: int, device: torch.device | str | None = None
                 num_test=int(data.test_mask.sum()))
     if device is not None:
         data = data.to(device)
-    spec = DataSpec(num_features=int(data.x.size(1)), num_classes=int(data.y.max()) + 1)
+    spec = DataSpec(num_features=int(data.x.size(1)), num_classes=int(data.y.max()) + 1,
+                    step_edges=int(data.num_edges))
 
     def batches(generator: torch.Generator | None = None) -> list[Data]:
         return [data]

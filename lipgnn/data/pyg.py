@@ -96,6 +96,7 @@ def load_pyg(cfg: Any, seed: int, device: torch.device | str | None = None) -> T
                 num_test=int(graph.test_mask.sum()))
     if device is not None:
         graph = graph.to(device)
-    spec = DataSpec(num_features=int(graph.x.size(1)), num_classes=int(graph.y.max()) + 1)
+    spec = DataSpec(num_features=int(graph.x.size(1)), num_classes=int(graph.y.max()) + 1,
+                    step_edges=int(graph.num_edges))
     return TaskData(name=name, spec=spec, metric="acc", train_batches=lambda generator=None: [graph],
                     eval_batches=lambda: [graph], info=info)

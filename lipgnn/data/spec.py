@@ -22,6 +22,9 @@ class DataSpec:
     edge_dim: int | None = None
     multilabel: bool = False  # proteins: BCE-with-logits over 112 labels
     task: str = "node"  # "node" | "tree"
+    # Edges of the graph one training step sees (full batch: the graph's; mini-batches: the expected count);
+    # 0 when unknown. model.impl=auto reads it on CUDA (lipgnn.models.builder.resolve_impl).
+    step_edges: int = 0
 
 
 def accuracy(logits: Tensor, y: Tensor) -> float:

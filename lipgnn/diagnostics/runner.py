@@ -96,7 +96,8 @@ def load_graph(cfg: DictConfig) -> tuple[Any, Any]:
     name = str(cfg.dataset.name)
     if cfg.dataset.get("kind") == "coauthor_copy":
         data = load_coauthor_copy(name, cfg)
-        spec = DataSpec(num_features=int(data.x.size(1)), num_classes=int(data.y.max()) + 1)
+        spec = DataSpec(num_features=int(data.x.size(1)), num_classes=int(data.y.max()) + 1,
+                        step_edges=int(data.num_edges))
     else:
         task = load(cfg.dataset, int(cfg.seed))
         data, spec = next(iter(task.eval_batches())), task.spec

@@ -31,8 +31,9 @@ GAT/GT always use the Lip classes: with ``norm != lip`` they are built with ``li
 whichever norm they were trained with.
 
 ``model.impl=auto`` (the shipped default) builds the layers of every model in ``FUSED_MODELS`` ``fused`` on CPU and
-``pyg`` elsewhere (:func:`resolve_impl`: the fused path's speed comes from compiled CPU loops; on an
-H100 its CUDA twins were slower than PyG's layers on Planetoid-sized graphs, docs/performance.md), and
+``pyg`` elsewhere, except GAT and GT on graphs whose training step sees :data:`CUDA_FUSED_MIN_EDGES` edges or
+more (:func:`resolve_impl`: the fused path's speed comes from compiled CPU loops; on an H100 its CUDA twins were
+slower than PyG's layers on Planetoid-sized graphs and faster on ogbn-arxiv's size, docs/performance.md), and
 gives every model the sparse-feature encoder (:func:`input_linear_class`) and PairNorm
 (:func:`pair_norm_class`); ``pyg`` is stock throughout. The layer classes are chosen in two places:
 :func:`attention_conv_classes` (GAT, GT): ``pyg`` → ``lipgnn.nn``; ``fused`` → ``lipgnn.nn.fused``
@@ -143,14 +144,24 @@ def _nonlocal_options(model_cfg: Any, name: str, aggregation: str) -> NonlocalSc
     return NonlocalScale(source=source, grad=bool(_opt(model_cfg, "nonlocal_grad", True)))
 
 
-def resolve_impl(impl: str, name: str, device: torch.device | str | None = None) -> str:
+#: Edges per training step from which ``model.impl=auto`` builds GAT and GT fused on a GPU. On an H100
+#: (results/bench/cuda_h100*/) the fused layers were slower than PyG's on PubMed (88,648 edges, every depth)
+#: and faster on an ogbn-arxiv-sized graph (1,166,243 edges: 0.41-0.78x PyG's step, 3-5x less memory);
+#: between the two nothing is measured, so the switch sits just below the measured large graph.
+CUDA_FUSED_MIN_EDGES = 1_000_000
+
+
+def resolve_impl(impl: str, name: str, device: torch.device | str | None = None, step_edges: int = 0) -> str:
     """``model.impl`` as built: ``auto`` is ``fused`` for a model in ``FUSED_MODELS`` on CPU (``device`` None
-    counts as CPU), else ``pyg``; ``pyg`` and ``fused`` are themselves."""
+    counts as CPU); on other devices ``fused`` for GAT and GT when a training step sees at least
+    :data:`CUDA_FUSED_MIN_EDGES` edges (``step_edges``, the dataset's ``DataSpec.step_edges``; 0 = unknown),
+    else ``pyg``; ``pyg`` and ``fused`` are themselves."""
     impl = _choice(impl, IMPLS, "model.impl")
     if impl != "auto":
         return impl
-    on_cpu = device is None or torch.device(device).type == "cpu"
-    return "fused" if on_cpu and name in FUSED_MODELS else "pyg"
+    if device is None or torch.device(device).type == "cpu":
+        return "fused" if name in FUSED_MODELS else "pyg"
+    return "fused" if name in ATTENTION_MODELS and step_edges >= CUDA_FUSED_MIN_EDGES else "pyg"
 
 
 def attention_conv_classes(impl: str) -> tuple[type[nn.Module], type[nn.Module]]:
@@ -287,7 +298,7 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
             raise ConfigError(f"{key}={p} is invalid; a dropout probability must lie in [0, 1)")
     residual = bool(_opt(model_cfg, "residual", False))
     requested_impl = _opt(model_cfg, "impl", "pyg")
-    impl = resolve_impl(requested_impl, name, device)
+    impl = resolve_impl(requested_impl, name, device, int(getattr(spec, "step_edges", 0)))
     placement = _choice(_opt(model_cfg, "layer_norm", "none"), LN_PLACEMENTS, "model.layer_norm")
     act_cls = activation_class(name, _opt(model_cfg, "activation", "default"))
 

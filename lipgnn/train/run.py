@@ -158,7 +158,8 @@ def _train(cfg: DictConfig, run_id: str, ckpt_path: Path, progress: bool | None,
     model = build_model(cfg.model, cfg.norm, task.spec, int(cfg.depth), device=device).to(device)
     # The record names the implementation that ran (model.impl=auto resolves by device; not part of the
     # run's identity, since both are tested equal).
-    base["config"]["model"]["impl"] = resolve_impl(str(cfg.model.impl), str(cfg.model.name), device)
+    base["config"]["model"]["impl"] = resolve_impl(str(cfg.model.impl), str(cfg.model.name), device,
+                                                   task.spec.step_edges)
     model.checkpoint_activations = bool(cfg.train.checkpoint_activations)
     logger = make_logger(cfg, run_id)
     trainer = Trainer(
