@@ -5,18 +5,20 @@
 #   2. `python -m lipgnn.bench --device cuda`: fused against stock PyG on the same GPU;
 #   3. whole train.py runs (30-layer GAT-Lip, PubMed, 20 epochs), model.impl=pyg against fused, on CUDA;
 #   4. scripts/cuda_determinism.py: whether a step (and the ops it is built of) is bit-reproducible there;
-#   5. scripts/cuda_launches.py: kernels per layer, kernel time against wall time, copies and syncs.
+#   5. scripts/cuda_launches.py: kernels per layer, kernel time against wall time, copies and syncs;
+#   6. scripts/cuda_graph_probe.py: the training step captured in a CUDA graph against the eager step (time,
+#      and parameter agreement beside an eager-against-eager control); CUDA only.
 # usage: scripts/cuda_check.sh [OUT_DIR] (default results/bench/cuda). Each step has a time limit
 # (seconds: TESTS_S, BENCH_S, E2E_S, PROBE_S) so that a slow step cannot starve the others; a step that hits
-# it says so in its log and the script goes on; STEPS (default "tests bench e2e determinism launches") picks
-# the steps. Exit status: the number of failed steps.
+# it says so in its log and the script goes on; STEPS (default "tests bench e2e determinism launches graphs")
+# picks the steps. Exit status: the number of failed steps.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-results/bench/cuda}
 mkdir -p "$out"
 py=${PYTHON:-python}
 dev=${DEVICE:-cuda}  # DEVICE=cpu runs the same steps on the CPU (to try the script where no GPU is)
-steps=" ${STEPS:-tests bench e2e determinism launches} "
+steps=" ${STEPS:-tests bench e2e determinism launches graphs} "
 failed=0
 
 "$py" - <<'EOF' 2>&1 | tee "$out/env.txt"
@@ -70,14 +72,17 @@ echo "== train.py end to end on CUDA (30-layer GAT-Lip, PubMed, 20 epochs)"
 } 2>&1 | tee "$out/e2e.log"
 grep -q " exit [^0]" "$out/e2e.log" && failed=$((failed + 1))
 fi
-for probe in determinism launches; do
-  if [[ $steps == *" $probe "* ]]; then
-    echo "== $probe"
-    args=("$dev"); [ "$probe" = launches ] && args=(--device "$dev")
-    timeout -k 10 "${PROBE_S:-120}" "$py" "scripts/cuda_$probe.py" "${args[@]}" > "$out/$probe.txt" 2>&1
-    rc=$?; grep -v -e '^Processing' -e '^Done!' "$out/$probe.txt" | tail -n 40; echo "$probe: exit $rc"
-    [ $rc -eq 0 ] || failed=$((failed + 1))
-  fi
-done
+run_probe() {  # run_probe STEP SCRIPT ARGS...: one probe script, its output in $out/STEP.txt
+  local step=$1 script=$2 rc
+  shift 2
+  [[ $steps == *" $step "* ]] || return 0
+  echo "== $step"
+  timeout -k 10 "${PROBE_S:-120}" "$py" "scripts/$script" "$@" > "$out/$step.txt" 2>&1
+  rc=$?; grep -v -e '^Processing' -e '^Done!' "$out/$step.txt" | tail -n 40; echo "$step: exit $rc"
+  [ $rc -eq 0 ] || failed=$((failed + 1))
+}
+run_probe determinism cuda_determinism.py "$dev"
+run_probe launches cuda_launches.py --device "$dev"
+if [ "$dev" = cuda ]; then run_probe graphs cuda_graph_probe.py; fi
 echo "failed steps: $failed"
 exit "$failed"
