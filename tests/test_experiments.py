@@ -167,15 +167,14 @@ def test_gt_lip_with_the_authors_layernorm_composes_and_builds_their_block() -> 
 
 
 @pytest.mark.parametrize("grid,depth,passes,variants", [
-    ("fig5_cpu_seeds", 4, 500, 5), ("fig5_cpu_seeds_d2", 2, 50000, 5), ("fig5_cpu_seeds_d3", 3, 50000, 4),
+    ("fig5_cpu_seeds", 4, 500, 5), ("fig5_cpu_seeds_d2", 2, 50000, 5), ("fig5_cpu_seeds_d3", 3, 50000, 5),
     ("fig5_cpu_seeds_d5", 5, 150, 5),
 ])
 def test_fig5_extra_seeds_give_the_gat_comparisons_three_seeds(grid: str, depth: int, passes: int,
                                                                 variants: int) -> None:
     """conf/grid/fig5_cpu_seeds*.yaml: seeds 12 and 13 of the GAT family at one tree depth under the cpu grid's pass
-    cap there (d = 4: 500; d = 2, 3: A&Y's 50000, which their stopping rule ends first; d = 5: 150; GAT-Pn not yet
-    run at d = 3), with the same run ids a plain fig5 launch of those points gets, and counted in the declared
-    grid."""
+    cap there (d = 4: 500; d = 2, 3: A&Y's 50000, which their stopping rule ends first; d = 5: 150), with the same
+    run ids a plain fig5 launch of those points gets, and counted in the declared grid (GAT-Pn's too)."""
     jobs = sweep_jobs("fig5", ["budget=cpu", f"grid={grid}"])
     assert len(jobs) == variants * 2
     for job in (jobs[0], jobs[-1]):
@@ -189,6 +188,9 @@ def test_fig5_extra_seeds_give_the_gat_comparisons_three_seeds(grid: str, depth:
     points = [p for p in declared_grid("fig5", "cpu").points if p.get("dataset.tree_depth") == depth
               and p.get("model.name") == "gat" and p.get("norm.name") == "lip" and p.get("norm.alpha") == 2.0]
     assert sorted(p["seed"] for p in points) == [11, 12, 13]
+    pn = [p for p in declared_grid("fig5", "cpu").points if p.get("dataset.tree_depth") == depth
+          and p.get("model.name") == "gat" and p.get("norm.name") == "pairnorm"]
+    assert sorted(p["seed"] for p in pn) == [11, 12, 13]
 
 
 @pytest.mark.parametrize("experiment,size,cell", [
