@@ -105,7 +105,7 @@ def test_variants_compose_to_fig6s_models_with_nonlocal_on() -> None:
 
     for variant, model, norm in (("gat_nonlocal", "gat", "none"), ("gt_lip_nonlocal", "gt", "lip")):
         cfg = compose(["experiment=fig6_nonlocal", "budget=cpu", f"variant={variant}", "depth=30"])
-        assert cfg.experiment_name == "fig6_nonlocal" and cfg.model.impl == "fused"
+        assert cfg.experiment_name == "fig6_nonlocal" and cfg.model.impl == "auto"
         assert cfg.model.name == model and cfg.norm.name == norm and cfg.model["nonlocal"] is True
         assert cfg.model.hidden == 64 and cfg.model.heads == 1 and not cfg.model.residual
         assert nl.label(OmegaConf.to_container(cfg, resolve=True)) == ("nonlocal GAT" if model == "gat"
