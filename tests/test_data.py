@@ -6,6 +6,7 @@ import math
 import os
 import shutil
 import socket
+import statistics
 import time
 from pathlib import Path
 
@@ -440,8 +441,12 @@ def test_ogb_proteins_from_fixture(ogb_env: dict) -> None:
     assert y.dtype == torch.float32 and torch.equal(y, torch.tensor(fx.labels, dtype=torch.float32))
     train = torch.cat([b.train_mask for b in batches]).nonzero().view(-1).tolist()
     assert train == fx.split["train"].tolist()
-    # step_edges: the expected edges of one of the 3 random parts (an edge stays when both ends share a part).
-    assert task.spec.step_edges == 2 * len(fx.edges) // 3
+    # step_edges: the expected edges of a full batch (ceil(N / 3) random nodes and the edges among them),
+    # against the mean over 300 epochs of real batches.
+    size = math.ceil(fx.num_nodes / 3)
+    per_batch = [b.num_edges for seed in range(300) for b in task.train_batches(seeded(seed)) if b.num_nodes == size]
+    assert task.spec.step_edges == pytest.approx(statistics.mean(per_batch), rel=0.1, abs=1)
+    assert task.spec.step_edges == 2 * len(fx.edges) * size * (size - 1) // (fx.num_nodes * (fx.num_nodes - 1))
 
     def epoch(seed: int) -> list[Tensor]:
         return [b.y for b in task.train_batches(seeded(seed))]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import math
 import shutil
 import warnings
 from collections.abc import Iterable
@@ -241,9 +242,11 @@ def load_ogb(cfg: Any, seed: int, device: torch.device | str | None = None) -> T
         # Unshuffled partitions: consecutive node ranges, each node exactly once.
         return to_device(RandomNodeLoader(data, num_parts=num_parts, shuffle=False))
 
-    # A random node partition keeps an edge when both ends fall in one part: num_edges / num_parts expected.
+    # A batch is the subgraph of s = ceil(N / num_parts) nodes drawn without replacement: an edge between two
+    # distinct nodes is in it with probability s (s - 1) / (N (N - 1)), about 1 / num_parts².
+    n, s = int(data.num_nodes), math.ceil(int(data.num_nodes) / num_parts)
     spec = DataSpec(num_features=int(x.size(1)), num_classes=int(data.y.size(1)),
                     edge_dim=int(edge_attr.size(1)) if use_edge_attr else None, multilabel=True,
-                    step_edges=int(data.num_edges) // num_parts)
+                    step_edges=int(data.num_edges) * s * (s - 1) // max(n * (n - 1), 1))
     return TaskData(name=name, spec=spec, metric="rocauc", train_batches=train_batches,
                     eval_batches=eval_batches, info=info, score_fn=score)
