@@ -102,7 +102,9 @@ def test_fig5_one_seed_differences_are_too_few_seeds(tmp_path: Path, monkeypatch
     assert "lower bounds" not in verdicts["d=2, GAT-Lip vs GAT"].evidence  # GAT reached 100%: not capped
 
 
-def test_a_run_just_short_of_100_percent_never_prints_as_100(tmp_path: Path) -> None:
+def test_a_run_just_short_of_100_percent_never_prints_as_100(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    seed_11_grid_only(monkeypatch, tmp_path)
     assert [pct(v) for v in (1.0, 0.99999, 0.9995, 0.99949, 0.5, float("nan"))] == [
         "100.0", "99.9", "99.9", "99.9", "50.0", "-"]
     write_record(tmp_path, trees_record("pairnorm", 3, 0.99999, 16700, 50000))  # stopped by patience

@@ -1,11 +1,16 @@
-"""Fig. 6 from hand-built records: a point is partial against its own dataset's declared sweep, since Cora's
-extra seeds (conf/grid/fig6_cpu_seeds.yaml) are not declared for PubMed."""
+"""Fig. 6 from hand-built records: a point is partial against its own dataset's declared sweep, here a copy of
+conf/ in which Cora's extra seeds (conf/grid/fig6_cpu_seeds.yaml) are declared and PubMed's
+(fig6_cpu_seeds_pubmed.yaml) are not."""
 
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
+import pytest
+
+from lipgnn.results import grid
 from lipgnn.results.artifacts.lipschitznorm import fig6
 from lipgnn.results.engine import Loader
 from lipgnn.results.store import config_key, write_record
@@ -28,10 +33,20 @@ def fig6_record(dataset: str, norm: str, depth: int, lr: float, seed: int, val: 
             "info": {}, "error": None}
 
 
-def test_fig6_points_are_partial_against_their_own_datasets_sweep(tmp_path: Path) -> None:
+def cora_seeds_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Point the grid reader at a copy of conf/ without PubMed's extra seeds (fig6_cpu_seeds_pubmed.yaml)."""
+    conf = tmp_path / "conf"
+    shutil.copytree(grid.CONF_DIR, conf)
+    (conf / "grid" / "fig6_cpu_seeds_pubmed.yaml").unlink()
+    monkeypatch.setattr(grid, "CONF_DIR", conf)
+
+
+def test_fig6_points_are_partial_against_their_own_datasets_sweep(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Every declared run of GAT and GAT-Lip at 30 layers: Cora with seeds 0-2 (6 runs a point), PubMed with seed 0
     (2 runs a point). Neither dataset's points are partial; PubMed's comparison has one seed ("too few seeds"),
     not "under budget" for lacking Cora's seeds. Cora's GAT-Lip with one lr missing is partial (5 of 6)."""
+    cora_seeds_only(monkeypatch, tmp_path)
     for dataset, seeds in (("cora", (0, 1, 2)), ("pubmed", (0,))):
         for norm, base in (("none", 0.3), ("lip", 0.6)):
             for lr in (0.005, 0.001):

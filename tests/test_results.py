@@ -9,6 +9,7 @@ import math
 import multiprocessing
 import os
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -625,10 +626,10 @@ def test_titles_say_mean_and_std_only_when_a_point_has_several_seeds(tmp_path: P
 
 
 def test_a_figure_point_is_partial_against_its_declared_grid_not_the_fullest_point(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fig. 6's cpu grids put 6 runs in each Cora point (lr 0.005 and 0.001, seeds 0-2 with fig6_cpu_seeds.yaml)
-    and 2 in each PubMed point (one seed): with one run per point so far, every point is partial, although each
-    is as full as the fullest."""
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Fig. 6's cpu grids put 6 runs in each Cora and PubMed point (lr 0.005 and 0.001, seeds 0-2 with
+    fig6_cpu_seeds.yaml and fig6_cpu_seeds_pubmed.yaml), and without PubMed's seed grid 2 in each PubMed point:
+    with one run per point so far, every point is partial, although each is as full as the fullest."""
     from lipgnn.config import CONF_DIR
     from lipgnn.results.grid import declared_full
     from lipgnn.results.protocol import full_grid_size
@@ -639,6 +640,12 @@ def test_a_figure_point_is_partial_against_its_declared_grid_not_the_fullest_poi
                          for v in ("GAT", "GAT-Lip") for d in (2, 10)])
     keys = ["dataset", "variant", "depth"]
     assert full_grid_size(runs, keys) == 1
+    assert declared_full(runs, "fig6", keys) == 6
+    assert declared_full(runs.assign(dataset="pubmed"), "fig6", keys) == 6
+    conf = tmp_path / "conf"  # a copy of conf/ without PubMed's seeds: each dataset counts its own sweeps
+    shutil.copytree(CONF_DIR, conf)
+    (conf / "grid" / "fig6_cpu_seeds_pubmed.yaml").unlink()
+    monkeypatch.setattr(grid, "CONF_DIR", conf)
     assert declared_full(runs, "fig6", keys) == 6
     assert declared_full(runs.assign(dataset="pubmed"), "fig6", keys) == 2
     assert declared_full(runs.assign(experiment="adhoc"), "adhoc", keys) == 1  # no declared grid: the fullest
