@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -67,6 +68,20 @@ if DATA_ROOT is not None:
 # A run small enough for a test: TREES depth 2 (4 leaves), 64 trees, 3 layers of width 8.
 TINY_TREES = ["dataset=trees", "dataset.tree_depth=2", "dataset.num_trees=64", "depth=3", "model.hidden=8",
               "model.dropout=0", "model.attn_dropout=0", "log.progress=false"]
+
+
+def conf_without(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *grids: str) -> Path:
+    """Point the results' grid reader at a copy of conf/ without the grid files matching ``grids`` (globs under
+    conf/grid/), for tests whose hand-written records assume fewer declared sweeps than the project has."""
+    from lipgnn.results import grid
+
+    conf = tmp_path / "conf"
+    shutil.copytree(CONF_DIR, conf)
+    for pattern in grids:
+        for path in (conf / "grid").glob(pattern):
+            path.unlink()
+    monkeypatch.setattr(grid, "CONF_DIR", conf)
+    return conf
 
 
 def compose_cfg(overrides: Sequence[str] = ()) -> DictConfig:

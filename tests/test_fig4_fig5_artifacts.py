@@ -5,12 +5,11 @@ judged against the declared grid, and Alon & Yahav's 100% claim is checked."""
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import pytest
+from conftest import conf_without
 
-from lipgnn.results import grid
 from lipgnn.results.artifacts.lipschitznorm import fig4, fig5, fig5_legacy
 from lipgnn.results.engine import Loader
 from lipgnn.results.render.text import pct
@@ -56,11 +55,7 @@ def write_fig5(results: Path) -> None:
 def seed_11_grid_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Point the grid reader at a copy of conf/ without the extra seeds' sweeps (fig5_cpu_seeds*.yaml): the records
     these tests write are seed 11 only, which fig5_cpu.yaml alone declares in full."""
-    conf = tmp_path / "conf"
-    shutil.copytree(grid.CONF_DIR, conf)
-    for extra in (conf / "grid").glob("fig5_cpu_seeds*.yaml"):
-        extra.unlink()
-    monkeypatch.setattr(grid, "CONF_DIR", conf)
+    conf_without(monkeypatch, tmp_path, "fig5_cpu_seeds*.yaml")
 
 
 def test_fig5_selects_alpha_on_best_train_and_reports_stops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,12 +5,11 @@ conf/ in which Cora's extra seeds (conf/grid/fig6_cpu_seeds.yaml) are declared a
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import pytest
+from conftest import conf_without
 
-from lipgnn.results import grid
 from lipgnn.results.artifacts.lipschitznorm import fig6
 from lipgnn.results.engine import Loader
 from lipgnn.results.store import config_key, write_record
@@ -35,10 +34,7 @@ def fig6_record(dataset: str, norm: str, depth: int, lr: float, seed: int, val: 
 
 def cora_seeds_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Point the grid reader at a copy of conf/ without PubMed's extra seeds (fig6_cpu_seeds_pubmed.yaml)."""
-    conf = tmp_path / "conf"
-    shutil.copytree(grid.CONF_DIR, conf)
-    (conf / "grid" / "fig6_cpu_seeds_pubmed.yaml").unlink()
-    monkeypatch.setattr(grid, "CONF_DIR", conf)
+    conf_without(monkeypatch, tmp_path, "fig6_cpu_seeds_pubmed.yaml")
 
 
 def test_fig6_points_are_partial_against_their_own_datasets_sweep(tmp_path: Path,

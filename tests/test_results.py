@@ -9,12 +9,12 @@ import math
 import multiprocessing
 import os
 import re
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import conf_without
 
 from lipgnn.errors import ConfigError
 from lipgnn.results import (
@@ -642,10 +642,7 @@ def test_a_figure_point_is_partial_against_its_declared_grid_not_the_fullest_poi
     assert full_grid_size(runs, keys) == 1
     assert declared_full(runs, "fig6", keys) == 6
     assert declared_full(runs.assign(dataset="pubmed"), "fig6", keys) == 6
-    conf = tmp_path / "conf"  # a copy of conf/ without PubMed's seeds: each dataset counts its own sweeps
-    shutil.copytree(CONF_DIR, conf)
-    (conf / "grid" / "fig6_cpu_seeds_pubmed.yaml").unlink()
-    monkeypatch.setattr(grid, "CONF_DIR", conf)
+    conf_without(monkeypatch, tmp_path, "fig6_cpu_seeds_pubmed.yaml")  # each dataset counts its own sweeps
     assert declared_full(runs, "fig6", keys) == 6
     assert declared_full(runs.assign(dataset="pubmed"), "fig6", keys) == 2
     assert declared_full(runs.assign(experiment="adhoc"), "adhoc", keys) == 1  # no declared grid: the fullest
