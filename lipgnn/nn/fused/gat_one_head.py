@@ -1,5 +1,5 @@
-r"""A one-head GAT or GAT-Lip layer on a large graph as one autograd operation: compiled scalar loops for the
-attention, MKL's CSR products for the aggregation.
+r"""A one-head GAT or GAT-Lip layer on a large graph as one autograd operation: compiled loops for the attention
+and the aggregation, MKL's GEMMs for the projection.
 
 The layer is :mod:`lipgnn.nn.fused.gat_small`'s (GAT, Veličković et al. 2018, eqs. (3)–(4); LipschitzNorm's eq. (17),
 ``variant="paper"``, for GAT-Lip), with one head of :math:`C` channels, :math:`z = xW^\top`:
@@ -12,8 +12,8 @@ The layer is :mod:`lipgnn.nn.fused.gat_small`'s (GAT, Veličković et al. 2018, 
 
 with :math:`k_i = 1` for GAT and :math:`k_i = \alpha / c_i`,
 :math:`c_i = \|a\|\sqrt{\|z_i\|^2 + \max_j \|z_j\|^2 + \epsilon^2} + \epsilon` for GAT-Lip, :math:`m_i` the row
-maximum. Backward, :math:`g_i = \partial L/\partial o_i`: :math:`\partial z = A^\top g` (MKL's product with the
-transposed CSR), :math:`\delta_{ij} = g_i \cdot z_j`, :math:`\partial u_{ij} = \alpha_{ij}(\delta_{ij} - \sum_k
+maximum. Backward, :math:`g_i = \partial L/\partial o_i`: :math:`\partial z = A^\top g` and
+:math:`\delta_{ij} = g_i \cdot z_j` in one visit of each edge, :math:`\partial u_{ij} = \alpha_{ij}(\delta_{ij} - \sum_k
 \alpha_{ik}\delta_{ik})`, then through LeakyReLU, :math:`k_i`, :math:`\|z\|^2` and the score terms to :math:`z` and
 the attention vectors (:mod:`lipgnn.nn.fused.gat_small` states each term), last :math:`\partial x = \partial z\,W`,
 :math:`\partial W = \partial z^\top x`.
@@ -23,10 +23,15 @@ Why by hand: with one head every per-edge quantity is a scalar, and the general 
 softmax, each its own autograd node over ``[E, 1]`` or ``[N, 1]`` tensors) and ``gat_small``'s head-generic loops
 keep those scalars in ``[., H]`` arrays, so each edge pays a store and a reload per quantity. Here they stay in
 registers: on PubMed (19,717 nodes, 108,365 edges with self-loops, 64 channels, locality order) the forward's
-score loop took 1.8 against 3.1 ms for ``gat_small``'s, the normalisation 0.4 against 0.9 ms and the score
-backward 1.6 against 2.8 ms (one thread, medians of 20). The products stay with MKL, which gathers source rows
-faster than a compiled loop on graphs this size (docs/performance.md, "Tried and ruled out"); ``gat_small``
-takes the small graphs, where per-operation overhead dominates instead.
+score loop took 1.8 against 3.1 ms for ``gat_small``'s and the score backward 1.6 against 2.8 ms (one thread,
+medians of 20). Each row is also visited once where the general path makes separate passes: forward, the row's
+softmax sum, its normalisation, the drop factors, the aggregation and the bias (and ELU) in one loop (1.08 against
+1.37 ms for the normalisation loop, MKL's CSR product and the bias add); backward, one visit of each edge reads
+:math:`g_i` and :math:`z_j` once for both :math:`\delta_{ij}` and the scatter :math:`\partial z_j \mathrel{+}=
+w_{ij} g_i` (3.7 against 4.4 ms for the score backward plus MKL's product with the transposed CSR, which needs
+the weights gathered into its order), and the bias gradient's column sums come from the same rows. Whole layers,
+forward + backward: ``docs/performance.md``, "One-head GAT and GAT-Lip layers on large graphs".
+``gat_small`` takes the small graphs, where per-operation overhead dominates instead.
 
 Attention dropout multiplies each weight by :math:`m_{ij}/(1-p)`, drawn as the general path draws it (same
 generator call, same decisions; :func:`one_head_gat`). The general path is this operation's eager twin (CUDA,
@@ -45,12 +50,13 @@ from lipgnn.nn.fused import gat_small, kernels
 from lipgnn.nn.fused.dropout import dropout
 from lipgnn.nn.fused.graph import CSRGraph
 from lipgnn.nn.fused.kernels import _np, _zero, numba
-from lipgnn.nn.fused.sparse import _csr_mm
 from lipgnn.nn.lipschitz import EPS
 
 __all__ = ["applies", "one_head_gat"]
 
 if numba is not None:
+    from lipgnn.nn.fused.kernels import _bias_elu_row
+
     # Reassociated sums let LLVM vectorise the channel loops; the numpy error model drops the zero-divisor check
     # (the divisors here are sums of exponentials plus 1e-16, c_i >= eps, tie counts >= 1).
     _jit = numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"}, error_model="numpy")
@@ -107,24 +113,63 @@ if numba is not None:
                 alpha[e] -= m
 
     @_jit
-    def _normalise(rowptr, alpha, zero, one):  # pragma: no cover
-        # alpha [E] holds exp(shifted scores); divided by its row's sum (PyG's softmax, 1e-16 guard) in place
-        for i in range(rowptr.shape[0] - 1):
-            start, stop = rowptr[i], rowptr[i + 1]
-            total = zero
-            for e in range(start, stop):
-                total += alpha[e]
-            r = one / (total + np.float32(1e-16))
-            for e in range(start, stop):
-                alpha[e] *= r
+    def _aggregate_row(i, rowptr, col, alpha, drop, dropped, weights, z, acc, one):  # pragma: no cover
+        # acc [C] += Σ_e w_e z_j over row i's edges. alpha [E] holds exp(shifted scores) on entry and the softmax
+        # weights on exit (PyG's softmax, 1e-16 guard); with ``dropped`` weights [E] = alpha · drop (the factors
+        # m / (1 - p)), else weights is alpha. One visit per row: the row's sum, its normalisation, the drop factor
+        # and the aggregation while the row's weights are in cache.
+        start, stop = rowptr[i], rowptr[i + 1]
+        total = one - one
+        for e in range(start, stop):
+            total += alpha[e]
+        r = one / (total + np.float32(1e-16))
+        width = z.shape[1]
+        for e in range(start, stop):
+            a = alpha[e] * r
+            alpha[e] = a
+            w = a * drop[e] if dropped else a
+            weights[e] = w
+            j = col[e]
+            for c in range(width):
+                acc[c] += w * z[j, c]
 
     @_jit
-    def _score_backward(grad, z, alpha, drop, dropped, rowptr, col, slope, node, lip, att_norm, lip_alpha, eps,
-                        grad_node, grad_att_norm, delta, zero, one):  # pragma: no cover
-        # grad [N, C] (∂o), z [N, C], alpha [E] (undropped weights), drop [E] (m / (1 - p), read with ``dropped``);
-        # grad_node [3, N] (zeroed): accumulates ∂s, ∂t, ∂sq; grad_att_norm [1]: ∂‖a‖; delta [max degree]
-        # scratch. Per row: δ_ij = g_i·z_j (times the drop factor: the weight the product used), then the
-        # softmax, LeakyReLU and eq. (17) backward in the same visit, while g_i and the row's δ are in cache.
+    def _aggregate(rowptr, col, alpha, drop, dropped, weights, z, bias, out, one):  # pragma: no cover
+        # out[i] = b + Σ_e w_e z_j (_aggregate_row)
+        n, width = z.shape
+        acc = np.empty(width, z.dtype)
+        for i in range(n):
+            for c in range(width):
+                acc[c] = bias[c]
+            _aggregate_row(i, rowptr, col, alpha, drop, dropped, weights, z, acc, one)
+            for c in range(width):
+                out[i, c] = acc[c]
+
+    @_jit
+    def _aggregate_elu(rowptr, col, alpha, drop, dropped, weights, z, bias, out, elu_alpha, one):  # pragma: no cover
+        # out[i] = ELU(b + Σ_e w_e z_j) (float32: kernels' polynomial exponential)
+        n, width = z.shape
+        acc = np.empty(width, np.float32)
+        bits = np.empty(width, np.int32)
+        pow2 = bits.view(np.float32)
+        poly = np.empty(width, np.float32)
+        h = np.empty(width, np.float32)
+        for i in range(n):
+            acc[:] = 0
+            _aggregate_row(i, rowptr, col, alpha, drop, dropped, weights, z, acc, one)
+            _bias_elu_row(acc, bias, out[i], elu_alpha, one, h, poly, bits, pow2)
+
+    @_jit
+    def _score_backward(grad, z, alpha, weights, drop, dropped, rowptr, col, slope, node, lip, att_norm, lip_alpha,
+                        eps, grad_z, grad_node, grad_att_norm, grad_bias, with_bias, delta, zero,
+                        one):  # pragma: no cover
+        # grad [N, C] (∂o), z [N, C], alpha [E] (undropped weights), weights [E] (the weights the aggregation used),
+        # drop [E] (m / (1 - p), read with ``dropped``); grad_z [N, C] (zeroed): accumulates the aggregation's
+        # ∂z_j += w_ij g_i; grad_node [3, N] (zeroed): accumulates ∂s, ∂t, ∂sq; grad_att_norm [1]: ∂‖a‖;
+        # with ``with_bias`` grad_bias [C] (float64, zeroed): the column sums of grad, row by row as each g_i is read;
+        # delta [max degree] scratch. Per edge one visit of the rows g_i and z_j forms δ_ij = g_i·z_j (times the
+        # drop factor) and scatters w_ij g_i into ∂z_j; then the row's softmax, LeakyReLU and eq. (17) backward
+        # while g_i and its δ are in cache. The serial loop makes the scatter race-free.
         n, width = z.shape
         two = one + one
         s, t, sq, scale, nmax, ties = node[0], node[1], node[2], node[3], node[4], node[5]
@@ -133,14 +178,20 @@ if numba is not None:
         total_norm = zero
         for i in range(n):
             start, stop = rowptr[i], rowptr[i + 1]
+            if with_bias:
+                for c in range(width):
+                    grad_bias[c] += grad[i, c]
             if start == stop:
                 continue
             weighted = zero
             for e in range(start, stop):
                 j = col[e]
                 d = zero
+                w = weights[e]
                 for c in range(width):
-                    d += grad[i, c] * z[j, c]
+                    g = grad[i, c]
+                    d += g * z[j, c]
+                    grad_z[j, c] += w * g
                 if dropped:
                     d *= drop[e]
                 delta[e - start] = d
@@ -228,16 +279,16 @@ class _OneHeadGAT(torch.autograd.Function):
         _scores(_np(z), a_src, a_dst, rowptr, col, kind(slope), alpha.numpy(), node, lip, att_norm,
                 kind(lip_alpha if lip else 1.0), kind(eps), zero, kind(1))
         alpha.exp_()  # torch's vectorised exp: numba's scalar one costs ~6 ns an edge
-        _normalise(rowptr, alpha.numpy(), zero, kind(1))
-        weights = alpha if drop is None else alpha * drop
+        weights = alpha if drop is None else torch.empty_like(alpha)
+        drop_np = _np(drop) if drop is not None else alpha.numpy()
+        b = _np(bias) if bias is not None else np.zeros(z.size(1), dtype=zero.dtype)
+        out = x.new_empty(n, z.size(1))
         if elu_alpha is not None and x.dtype == torch.float32:
-            # the aggregation, the bias and the ELU in one pass over the rows
-            out = kernels.spmm_bias_elu(weights.view(-1, 1), z.view(n, 1, -1), graph.csr_ptr, graph.csr_col, bias,
-                                        elu_alpha)
+            _aggregate_elu(rowptr, col, alpha.numpy(), drop_np, drop is not None, weights.numpy(), _np(z), b,
+                           out.numpy(), kind(elu_alpha), kind(1))
         else:
-            out = _csr_mm(graph.csr_ptr, graph.csr_col, weights, z, graph.shape)
-            if bias is not None:
-                out += bias
+            _aggregate(rowptr, col, alpha.numpy(), drop_np, drop is not None, weights.numpy(), _np(z), b, out.numpy(),
+                       kind(1))
             if elu_alpha is not None:
                 out = F.elu(out, elu_alpha)
         ctx.save_for_backward(x, weight, att_src, att_dst, z, alpha, weights, drop,
@@ -254,20 +305,22 @@ class _OneHeadGAT(torch.autograd.Function):
         zero = _zero(x)
         kind = zero.dtype.type
         grad = grad.contiguous()
+        grad_bias = None
         if ctx.elu_alpha is not None:
             grad, grad_bias = kernels.bias_elu_backward(grad, out, ctx.elu_alpha, ctx.has_bias)
-        else:
-            grad_bias = grad.sum(0) if ctx.has_bias else None
-        # ∂z from the aggregation: Aᵀ g, with the weights laid out along the transposed CSR
-        grad_z = _csr_mm(graph.t_csr_ptr, graph.t_csr_col, weights.index_select(0, graph.t_perm), grad,
-                         (graph.num_src, graph.num_dst))
+        with_bias = ctx.has_bias and ctx.elu_alpha is None
+        grad_bias_np = np.zeros(z.size(1) if with_bias else 1, dtype=np.float64)
+        # ∂z = Aᵀ g from the aggregation, scattered in the score backward's edge visit (no transposed product)
+        grad_z = torch.zeros_like(z)
         grad_node = np.zeros((3, z.size(0)), dtype=zero.dtype)
         grad_att_norm = np.zeros(1, dtype=zero.dtype)
         drop_np = _np(drop) if drop is not None else np.empty(0, dtype=zero.dtype)
-        _score_backward(_np(grad), _np(z), _np(alpha), drop_np, drop is not None, _np(graph.rowptr),
+        _score_backward(_np(grad), _np(z), _np(alpha), _np(weights), drop_np, drop is not None, _np(graph.rowptr),
                         _np(graph.col), kind(ctx.slope), ctx.node, lip, ctx.att_norm,
-                        kind(ctx.lip_alpha if lip else 1.0), kind(ctx.eps), grad_node, grad_att_norm,
-                        np.empty(max(graph.max_degree, 1), dtype=zero.dtype), zero, kind(1))
+                        kind(ctx.lip_alpha if lip else 1.0), kind(ctx.eps), grad_z.numpy(), grad_node, grad_att_norm,
+                        grad_bias_np, with_bias, np.empty(max(graph.max_degree, 1), dtype=zero.dtype), zero, kind(1))
+        if with_bias:
+            grad_bias = torch.from_numpy(grad_bias_np).to(grad.dtype)
         grad_att = x.new_empty(2, 1, z.size(1))
         att = grad_att.numpy().reshape(2, -1)
         _node_backward(grad_z.numpy(), _np(z), _np(att_src).reshape(-1), _np(att_dst).reshape(-1), grad_node, lip,
