@@ -60,6 +60,10 @@ if numba is not None:
     # Reassociated sums let LLVM vectorise the channel loops; the numpy error model drops the zero-divisor check
     # (the divisors here are sums of exponentials plus 1e-16, c_i >= eps, tie counts >= 1).
     _jit = numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"}, error_model="numpy")
+    # a row helper is inlined into its callers' loops at numba's IR level: left as a call, it cost 0.5 ms a PubMed
+    # layer (1.99 against 1.49 ms for the ELU aggregation, one thread)
+    _jit_inline = numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"}, error_model="numpy",
+                             inline="always")
 
     @_jit
     def _scores(z, att_src, att_dst, rowptr, col, slope, alpha, node, lip, att_norm, lip_alpha, eps, zero,
@@ -112,7 +116,7 @@ if numba is not None:
             for e in range(start, stop):
                 alpha[e] -= m
 
-    @_jit
+    @_jit_inline
     def _aggregate_row(i, rowptr, col, alpha, drop, dropped, weights, z, acc, one):  # pragma: no cover
         # acc [C] += Σ_e w_e z_j over row i's edges. alpha [E] holds exp(shifted scores) on entry and the softmax
         # weights on exit (PyG's softmax, 1e-16 guard); with ``dropped`` weights [E] = alpha · drop (the factors
