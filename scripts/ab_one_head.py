@@ -7,7 +7,9 @@ Timed, process CPU time under the trainer's malloc settings, one thread:
 1. ``layer_loc`` / ``layer_data``: one ``FusedLipGATConv(64, 64)`` forward + backward on PubMed (LipschitzNorm on,
    no dropout), in the locality order a deep fused stack trains in and in the dataset's order: the bench's layer
    row (``lipgnn.bench.floor.time_fused_layer``), 5 calls a round;
-2. ``step30``: one training step (forward, cross-entropy, backward, Adam) of the 30-layer GAT-Lip on PubMed with
+2. ``layer_train``: the same layer as a deep block trains it (locality order, attention dropout 0.3, the ELU
+   folded in), 5 calls a round;
+3. ``step30``: one training step (forward, cross-entropy, backward, Adam) of the 30-layer GAT-Lip on PubMed with
    the authors' dropouts (0.6 on features, 0.3 on attention), the model of the whole-run bench.
 
 Printed per task: the medians, the rounds in which the current version was faster and the median paired saving.
@@ -76,11 +78,19 @@ def main() -> None:
         inputs = layer_inputs(x, g.edge_index, 64)
         torch.manual_seed(a.seed)
         conv = FusedLipGATConv(64, 64, lipschitz_norm=True)
+        train_conv = FusedLipGATConv(64, 64, lipschitz_norm=True, dropout=0.3)
+        train_conv.load_state_dict(conv.state_dict())
+        elu = torch.nn.ELU()
 
         def layer(order: str) -> None:
             h, graph, grad = inputs[order]
             h.grad = None
             conv(h, graph).backward(grad)
+
+        def layer_train() -> None:
+            h, graph, grad = inputs["locality"]
+            h.grad = None
+            train_conv(h, graph, activation=elu).backward(grad)
 
         model_cfg = SimpleNamespace(name="gat", hidden=64, heads=1, head_aggregation="concat", dropout=0.6,
                                     attn_dropout=0.3, residual=False, impl="fused")
@@ -106,7 +116,7 @@ def main() -> None:
             opt.step()
 
         tasks = {"layer_loc": (lambda: layer("locality"), 5), "layer_data": (lambda: layer("dataset"), 5),
-                 "step30": (step, 1)}
+                 "layer_train": (layer_train, 5), "step30": (step, 1)}
         times: dict[tuple[str, str], list[float]] = {(t, k): [] for t in tasks for k in impls}
         for name in impls:  # compile and warm both
             use(name)
