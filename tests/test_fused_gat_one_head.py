@@ -143,6 +143,17 @@ def test_path_is_taken_only_where_it_applies(monkeypatch: pytest.MonkeyPatch) ->
     assert path(conv, x.clone(), edge_index) == ONE
     with kernels.disabled():
         assert path(conv, x.clone(), edge_index) != ONE
+    # within gat_small's limit, one head on a graph of MIN_EDGES edges or more comes here (several heads do not)
+    monkeypatch.setattr(gat_small, "SMALL_EDGE_CHANNELS", graph.num_edges * 5)
+    assert graph.num_edges < gat_one_head.MIN_EDGES
+    monkeypatch.setattr(gat_one_head, "MIN_EDGES", graph.num_edges + 1)
+    assert path(conv, x.clone(), edge_index) == "_SmallGATBackward"
+    monkeypatch.setattr(gat_one_head, "MIN_EDGES", graph.num_edges)
+    assert path(conv, x.clone(), edge_index) == ONE
+    monkeypatch.setattr(gat_small, "SMALL_EDGE_CHANNELS", graph.num_edges * 2 * 5)
+    assert path(FusedLipGATConv(12, 5, heads=2, lipschitz_norm=False), x.clone(), edge_index) == "_SmallGATBackward"
+    with kernels.disabled():
+        assert path(conv, x.clone(), edge_index) != ONE
 
 
 def test_row_maximum_keeps_large_scores_finite() -> None:

@@ -142,6 +142,11 @@ class FusedLipGATConv(LipGATConv):
         assert isinstance(x, Tensor)
         if self._takes_one_operation(x, edge_attr):
             graph = resolve_graph(edge_index, x.size(0), self.graph_self_loops())
+            if gat_one_head.applies(x, graph, self.heads, self.out_channels):
+                return gat_one_head.one_head_gat(
+                    x, self.lin.weight, *self._att_vectors(), self.bias, graph, self.negative_slope,
+                    float(self.alpha) if self.lipschitz_norm else None,
+                    attn_dropout=float(self.dropout) if self.training else 0.0, elu_alpha=elu_alpha)
             if gat_small.applies(x, graph, self.heads, self.out_channels):
                 # float32 folds the ELU into the layer's row visits; float64 keeps bias_elu (torch's exact ELU)
                 fold = elu_alpha is not None and x.dtype == torch.float32
@@ -151,11 +156,6 @@ class FusedLipGATConv(LipGATConv):
                                           attn_dropout=float(self.dropout) if self.training else 0.0,
                                           elu_alpha=elu_alpha if fold else None)
                 return out if elu_alpha is None or fold else bias_elu(out, self.bias, elu_alpha)
-            if gat_one_head.applies(x, graph, self.heads, self.out_channels):
-                return gat_one_head.one_head_gat(
-                    x, self.lin.weight, *self._att_vectors(), self.bias, graph, self.negative_slope,
-                    float(self.alpha) if self.lipschitz_norm else None,
-                    attn_dropout=float(self.dropout) if self.training else 0.0, elu_alpha=elu_alpha)
         res = self.res(x) if self.res is not None else None
         if elu_alpha is not None and res is None and (self.concat or self.heads == 1):
             # the aggregation, the bias and the ELU in one pass over the rows (eq. (4) with its activation)

@@ -37,7 +37,10 @@ aggregating loop, and its derivative in the backward loop's first visit of the r
 each way: 30-layer GAT-Lip training steps on Cora 3.2 % faster, evaluation forwards 4.6 %. On large graphs MKL's
 products win over these loops, so :func:`applies` takes this path only up to :data:`SMALL_EDGE_CHANNELS` (which
 covers Fig. 5's batches up to tree depth 4 and Cora, not PubMed); above it a one-head layer runs as
-:mod:`lipgnn.nn.fused.gat_one_head`, several heads on the general path.
+:mod:`lipgnn.nn.fused.gat_one_head`, several heads on the general path. A one-head layer on a graph of
+:data:`lipgnn.nn.fused.gat_one_head.MIN_EDGES` edges or more (Cora's, CiteSeer's) also runs there, whose per-edge
+scalars beat these head-generic loops from about 1,500 edges; this path keeps several heads (Fig. 5's four) and
+one head on smaller graphs.
 
 The softmax is shifted by the row maximum, where the general path's GAT-Lip shifts by the score bound
 :math:`\alpha` (equal in exact arithmetic). Attention dropout in training multiplies each weight
