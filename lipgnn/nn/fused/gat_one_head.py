@@ -1,5 +1,5 @@
-r"""A one-head GAT or GAT-Lip layer on a large graph as one autograd operation: compiled loops for the attention
-and the aggregation, MKL's GEMMs for the projection.
+r"""A one-head GAT or GAT-Lip layer on a graph of a few thousand edges or more as one autograd operation: compiled
+loops for the attention and the aggregation, MKL's GEMMs for the projection.
 
 The layer is :mod:`lipgnn.nn.fused.gat_small`'s (GAT, Veličković et al. 2018, eqs. (3)–(4); LipschitzNorm's eq. (17),
 ``variant="paper"``, for GAT-Lip), with one head of :math:`C` channels, :math:`z = xW^\top`:
@@ -259,11 +259,10 @@ if numba is not None:
 
 #: One-head layers on graphs of at least this many edges (self-loops included) take this path even below
 #: :data:`lipgnn.nn.fused.gat_small.SMALL_EDGE_CHANNELS`. Measured against ``gat_small`` (30-layer GAT-Lip, hidden 64,
-#: the authors' dropouts, one process, alternating, one thread; training step / evaluation forward): Cora (13,264
-#: edges) 72.4 against 82.0 ms / 21.6 against 27.5 ms; a random graph of 1,000 nodes and 5,000 edges 34.0 against
-#: 37.1 ms / 10.1 against 12.0 ms; 300 nodes and 1,500 edges level (18.3 against 18.2 ms / 5.5 against 6.0 ms); 64
-#: nodes and 320 edges 13.1 against 12.2 ms, where the per-call overhead of its separate loops and MKL's GEMMs
-#: outweighs the per-edge scalars.
+#: the authors' dropouts, one thread): whole ``train.py`` runs on Cora (13,264 edges, 200 epochs) 1.12x faster in nine
+#: of nine alternating pairs; single steps in one process level on Cora (80.4 against 78.6 ms) and faster on a random
+#: graph of 1,000 nodes and 5,000 edges (34.0 against 37.1 ms); level at 1,500 edges; slower at 320 edges (13.1
+#: against 12.2 ms), where the per-call overhead of its separate loops and MKL's GEMMs outweighs the per-edge scalars.
 MIN_EDGES = 2048
 
 
