@@ -55,7 +55,7 @@ from lipgnn.nn.lipschitz import EPS
 __all__ = ["applies", "one_head_gat"]
 
 if numba is not None:
-    from lipgnn.nn.fused.kernels import _bias_elu_row
+    from lipgnn.nn.fused.kernels import _bias_elu_row, _elu_row_scratch
 
     # Reassociated sums let LLVM vectorise the channel loops; the numpy error model drops the zero-divisor check
     # (the divisors here are sums of exponentials plus 1e-16, c_i >= eps, tie counts >= 1).
@@ -154,10 +154,7 @@ if numba is not None:
         # out[i] = ELU(b + Σ_e w_e z_j) (float32: kernels' polynomial exponential)
         n, width = z.shape
         acc = np.empty(width, np.float32)
-        bits = np.empty(width, np.int32)
-        pow2 = bits.view(np.float32)
-        poly = np.empty(width, np.float32)
-        h = np.empty(width, np.float32)
+        h, poly, bits, pow2 = _elu_row_scratch(width)
         for i in range(n):
             acc[:] = 0
             _aggregate_row(i, rowptr, col, alpha, drop, dropped, weights, z, acc, one)

@@ -175,10 +175,7 @@ if numba is not None:
         row = np.empty(hc, z.dtype)
         f_dim = out.shape[1]
         no_bias = np.zeros(f_dim, z.dtype)
-        elu_h = np.empty(f_dim, np.float32)
-        elu_poly = np.empty(f_dim, np.float32)
-        elu_bits = np.empty(f_dim, np.int32)
-        elu_pow2 = elu_bits.view(np.float32)
+        elu_h, elu_poly, elu_bits, elu_pow2 = kernels._elu_row_scratch(f_dim)
         for i in range(n):
             start, stop = rowptr[i], rowptr[i + 1]
             for k in range(hc):

@@ -487,14 +487,17 @@ if numba is not None:
             # written so that a NaN input stays NaN (it is not <= 0)
             dst[t] = alpha * (poly[t] * pow2[t] - one) if u <= zero else u
 
+    @_jit_inline
+    def _elu_row_scratch(f_dim):  # pragma: no cover - compiled
+        # the row-sized scratch _bias_elu_row takes, (h, poly, bits, pow2): pow2 is the float32 view of bits
+        bits = np.empty(f_dim, np.int32)
+        return np.empty(f_dim, np.float32), np.empty(f_dim, np.float32), bits, bits.view(np.float32)
+
     @_jit_fast
     def _bias_elu(x, bias, out, alpha, one):  # pragma: no cover - compiled
         # out[i, t] = ELU(x[i, t] + bias[t]) for float32 [R, F] x, out
         r_dim, f_dim = x.shape
-        bits = np.empty(f_dim, np.int32)
-        pow2 = bits.view(np.float32)
-        poly = np.empty(f_dim, np.float32)
-        h = np.empty(f_dim, np.float32)
+        h, poly, bits, pow2 = _elu_row_scratch(f_dim)
         for i in range(r_dim):
             _bias_elu_row(x[i], bias, out[i], alpha, one, h, poly, bits, pow2)
 
@@ -507,10 +510,7 @@ if numba is not None:
         h_dim, c_dim = x.shape[1], x.shape[2]
         zero = one - one
         acc = np.empty(f_dim, np.float32)
-        bits = np.empty(f_dim, np.int32)
-        pow2 = bits.view(np.float32)
-        poly = np.empty(f_dim, np.float32)
-        h = np.empty(f_dim, np.float32)
+        h, poly, bits, pow2 = _elu_row_scratch(f_dim)
         for i in range(n_dst):
             for t in range(f_dim):
                 acc[t] = zero
