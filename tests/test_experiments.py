@@ -237,11 +237,29 @@ def test_table3_extra_seeds_complete_the_30_layer_cells_to_five_runs(grid: str, 
     assert sorted(p["seed"] for p in cell) == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]  # x dropout {authors', none}
 
 
+def test_fig4_1000_epoch_seed_2_is_the_1000_epoch_grid_at_seed_2() -> None:
+    """conf/grid/fig4_cpu_1000_seed2.yaml: fig4_cpu_1000.yaml's 32 runs per seed at seed 2 (the same run ids a launch
+    of that grid with seed=2 gets), so that every 1000-epoch point has three paired seeds."""
+    extra = sweep_jobs("fig4", ["budget=cpu", "grid=fig4_cpu_1000_seed2"])
+    main = sweep_jobs("fig4", ["budget=cpu", "grid=fig4_cpu_1000"])
+    assert len(extra) == 32 and len(main) == 64
+    extra_ids = {run_id(compose_cfg(job)) for job in extra}
+    main_at_2 = {run_id(compose_cfg([o if not o.startswith("seed=") else "seed=2" for o in job]))
+                 for job in main}
+    assert extra_ids == main_at_2
+    assert {compose_cfg(job).train.epochs for job in extra[:1] + extra[-1:]} == {1000}
+    from lipgnn.results.grid import declared_grid
+
+    points = [p for p in declared_grid("fig4", "cpu").points if p.get("depth") == 15 and p.get("norm.name") == "lip"
+              and p.get("train.lr") == 0.001 and p.get("model.dropout") == 0.0]
+    assert sorted(p["seed"] for p in points) == [0, 1, 2]  # the 1000-epoch sweeps only: 200 epochs has no dropout axis
+
+
 @pytest.mark.parametrize("experiment,grid,size,cell,seeds", [
     ("fig2", "fig2_cpu_seeds", 2 * 2, {"model.name": "gat", "norm.name": "lip"}, [0, 1, 2]),
     ("fig6_protocol", "fig6_protocol_cpu_seeds", 4, {"model.name": "gt", "norm.name": "none", "depth": 30}, [0, 1, 2]),
     ("fig4", "fig4_cpu_seeds", 2 * 4 * 2 * 2, {"model.name": "gat", "norm.name": "lip", "depth": 15, "train.lr": 0.001},
-     [0, 0, 0, 1, 1, 1, 2]),  # 200 epochs: seeds 0-2; the 1000-epoch sweep: seeds 0-1 x dropout {authors', none}
+     [0, 0, 0, 1, 1, 1, 2, 2, 2]),  # 200 epochs: seeds 0-2; the 1000-epoch sweeps: seeds 0-2 x dropout {authors', none}
     ("fig3", "fig3_cpu_seeds", 2 * 4 * 2, {"model.name": "gat", "norm.name": "none", "depth": 30}, [0, 1, 2]),
     ("fig6", "fig6_cpu_seeds", 8 * 4 * 2 * 2,
      {"dataset.name": "cora", "depth": 30, "model.name": "gt", "norm.name": "lip", "train.lr": 0.001}, [0, 1, 2]),
