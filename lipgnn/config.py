@@ -239,6 +239,29 @@ def format_error(exc: BaseException) -> str:
     return message
 
 
+def _unknown_key_message(exc: BaseException, overrides: Sequence[str]) -> str | None:
+    """For ``dataset.missing=1.5`` on a node without that key: one line naming the node's keys and the closest
+    one, found by composing again without that override (None for any other error, or if that fails too)."""
+    import difflib
+
+    found = re.search(r"Could not override '([\w.]+)'", str(exc))
+    if not found or "not in" not in format_error(exc):
+        return None
+    dotted = found.group(1)
+    parent, _, leaf = dotted.rpartition(".")
+    rest = [o for o in overrides if o.lstrip("+~").split("=", 1)[0] != dotted]
+    try:
+        node = OmegaConf.select(compose(rest), parent) if parent else compose(rest)
+    except Exception:  # the other overrides are bad too: the plain message names this one
+        return None
+    if not isinstance(node, DictConfig):
+        return None
+    keys = [str(k) for k in node.keys()]
+    close = difflib.get_close_matches(leaf, keys, n=1, cutoff=0.5)
+    hint = f"; did you mean {parent + '.' if parent else ''}{close[0]}?" if close else ""
+    return f"{dotted} is not a config key{hint} (valid keys under {parent or 'the top level'}: {', '.join(keys)})"
+
+
 def compose(overrides: Sequence[str] = (), *, hydra: bool = False) -> DictConfig:
     """The config ``train.py <overrides>`` would run, validated; :class:`ConfigError` (one line) if invalid."""
     from hydra import compose as hydra_compose
@@ -252,7 +275,7 @@ def compose(overrides: Sequence[str] = (), *, hydra: bool = False) -> DictConfig
             with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
                 cfg = hydra_compose("config", overrides=list(overrides), return_hydra_config=hydra)
     except Exception as exc:  # Hydra and OmegaConf raise several unrelated types for bad input
-        raise ConfigError(format_error(exc)) from None
+        raise ConfigError(_unknown_key_message(exc, overrides) or format_error(exc)) from None
     validate(cfg)
     if hydra:
         validate_launcher(cfg.hydra)
