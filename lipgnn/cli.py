@@ -74,6 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     summarize.add_argument("results_dir", help="a results_dir, e.g. outputs")
     summarize.add_argument("--experiment", default=None, help="one experiment folder only")
     summarize.add_argument("--out", default=None, help="where the table and PNG go (default: <results_dir>/summary)")
+    pull = sub.add_parser("pull-wandb", help="a W&B project's run records into a results folder")
+    pull.add_argument("project", help="entity/project, as logger.entity/logger.project named it")
+    pull.add_argument("--results-dir", default="results", help="where the records go (default: results)")
+    pull.add_argument("--experiment", default=None, help="one experiment's runs only, e.g. table3")
+    pull.add_argument("--overwrite", action="store_true", help="replace local records that differ from W&B's")
     from lipgnn.lipschitz.cli import add_parser as add_lipschitz_parser
 
     add_lipschitz_parser(sub)
@@ -86,6 +91,16 @@ def main(argv: list[str] | None = None) -> int:
         from lipgnn.lipschitz.cli import run as run_lipschitz
 
         return run_lipschitz(args, extra)
+    if args.command == "pull-wandb":
+        from lipgnn.results.wandb_records import describe, pull_records
+
+        try:
+            counts = pull_records(args.project, args.results_dir, args.experiment, overwrite=args.overwrite)
+        except LipgnnError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(describe(counts, args.results_dir))
+        return 0
     if args.command == "summarize":
         from lipgnn.summarize import summarize as run_summary
 

@@ -41,8 +41,8 @@ STATUSES = ("completed", "diverged", "failed")
 
 # The schema lives in records.py (typed loading); re-exported here, where records are read and written.
 __all__ = ["COLUMNS", "RECORD_COLUMNS", "SCHEMA_VERSION", "STATUSES", "config_key", "load_records", "read_record",
-           "checkpoint_file", "record_paths", "run_record_path", "variant_label", "write_failure_record",
-           "write_record"]
+           "checkpoint_file", "record_paths", "record_text", "run_record_path", "variant_label",
+           "write_failure_record", "write_record"]
 
 
 def run_record_path(results_dir: str | os.PathLike, experiment: str, run_id: str) -> Path:
@@ -70,11 +70,16 @@ def write_record(results_dir: str | os.PathLike, record: dict) -> Path:
             raise ValueError(f"run record lacks {key!r}; see docs/ARCHITECTURE.md for the schema")
     if record["status"] not in STATUSES:
         raise ValueError(f"run record status {record['status']!r} is not one of {STATUSES}")
-    record = {"schema": SCHEMA_VERSION, **record}
     path = run_record_path(results_dir, record["experiment"], record["run_id"])
-    text = json.dumps(jsonable(record), indent=1, sort_keys=True, allow_nan=False) + "\n"
-    _atomic_write_text(path, text)
+    _atomic_write_text(path, record_text(record))
     return path
+
+
+def record_text(record: dict) -> str:
+    """The file contents :func:`write_record` writes for ``record`` (``schema`` filled in): strict, sorted JSON,
+    so the same record always gives the same bytes (the W&B logger uploads exactly these)."""
+    record = {"schema": SCHEMA_VERSION, **record}
+    return json.dumps(jsonable(record), indent=1, sort_keys=True, allow_nan=False) + "\n"
 
 
 def write_failure_record(results_dir: str | os.PathLike, record: dict, error: str | BaseException) -> Path:

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any, Protocol
 
 from omegaconf import DictConfig, OmegaConf
+
+#: The file each W&B run carries its lipgnn record in (``lipgnn pull-wandb`` reads it back).
+RECORD_FILE = "lipgnn_record.json"
 
 
 class RunLogger(Protocol):
     def log_epoch(self, metrics: dict[str, Any], step: int) -> None: ...
 
-    def finish(self, summary: dict[str, Any], status: str) -> None: ...
+    def finish(self, summary: dict[str, Any], status: str, record: dict[str, Any] | None = None) -> None: ...
 
 
 class NullLogger:
@@ -20,7 +24,7 @@ class NullLogger:
     def log_epoch(self, metrics: dict[str, Any], step: int) -> None:
         pass
 
-    def finish(self, summary: dict[str, Any], status: str) -> None:
+    def finish(self, summary: dict[str, Any], status: str, record: dict[str, Any] | None = None) -> None:
         pass
 
 
@@ -28,7 +32,9 @@ class WandbLogger:
     """``logger=wandb``: one W&B run per attempt of a lipgnn run: named by the run id, grouped by experiment
     (``logger.group``), with a fresh W&B id per attempt so a rerun (``overwrite=true``) never appends to the
     old attempt's history. Per epoch: loss, metrics, learning rate and (``log.grad_norms=true``) the
-    per-layer attention-gradient norms; the record's best/last as summary.
+    per-layer attention-gradient norms; the record's best/last as summary, and the record itself as the run's
+    file :data:`RECORD_FILE` (the bytes the results folder gets), so that ``lipgnn pull-wandb`` can rebuild a
+    results folder from W&B when the jobs' own folders are out of reach.
 
     Offline unless ``logger.mode=online`` or ``WANDB_MODE`` says otherwise, because online mode without a
     network retries for minutes instead of failing.
@@ -58,8 +64,14 @@ class WandbLogger:
     def log_epoch(self, metrics: dict[str, Any], step: int) -> None:
         self._run.log(metrics, step=step)
 
-    def finish(self, summary: dict[str, Any], status: str) -> None:
+    def finish(self, summary: dict[str, Any], status: str, record: dict[str, Any] | None = None) -> None:
         self._run.summary.update({**summary, "status": status})
+        if record is not None:
+            from lipgnn.results.store import record_text
+
+            path = Path(self._run.dir) / RECORD_FILE
+            path.write_text(record_text(record), encoding="utf-8")
+            self._run.save(str(path), base_path=self._run.dir, policy="now")
         self._run.finish(exit_code=0)
 
 

@@ -188,7 +188,7 @@ def _train(cfg: DictConfig, run_id: str, ckpt_path: Path, progress: bool | None,
     if result.best_train is not None:  # the TREES protocol's headline: best train accuracy (train.train_metric)
         record["best_train"] = result.best_train
     logger.finish({"best_val": result.best["val"], "best_test": result.best["test"],
-                   "last_test": result.last["test"], "epochs_run": result.epochs_run}, result.status)
+                   "last_test": result.last["test"], "epochs_run": result.epochs_run}, result.status, record)
     return record
 
 
