@@ -148,3 +148,15 @@ def test_the_cli_says_in_one_line_when_wandb_cannot_be_reached(tmp_path: Path, m
     assert lipgnn_main(["pull-wandb", "team/lipgnn", "--results-dir", str(tmp_path / "res")]) == 0
     assert capsys.readouterr().out.strip() == f"{tmp_path / 'res'}: 1 new"
     shutil.rmtree(tmp_path / "res")
+
+
+def test_a_pull_that_loses_the_network_midway_writes_nothing(tmp_path: Path) -> None:
+    class Broken(FakeFile):
+        def download(self, root: str = ".", replace: bool = False) -> None:
+            raise ConnectionError("Read timed out.")
+
+    runs = [_wandb_run(_record("gat-a")), FakeRun("table3", {}), _wandb_run(_record("gat-b"))]
+    runs[1]._files = [Broken(RECORD_FILE, "")]
+    with pytest.raises(PullError, match="lost W&B while reading run 1 of team/lipgnn: Read timed out.; nothing was"):
+        pull_records("team/lipgnn", tmp_path / "res", api=FakeApi(runs))
+    assert not (tmp_path / "res").exists()

@@ -81,11 +81,15 @@ def pull_records(project: str, results_dir: str | Path, experiment: str | None =
             if experiment is not None and job_type not in (None, experiment):
                 counts["other experiment"] += 1
                 continue
-            file = _record_file(run)
+            try:
+                file = _record_file(run)
+                record = None if file is None else _download(file, Path(tmp) / str(index))
+            except Exception as exc:  # the network failed mid-pull: nothing has been written yet
+                raise PullError(f"lost W&B while reading run {getattr(run, 'id', index)} of {project}: "
+                                f"{' '.join(str(exc).split())}; nothing was written, run the pull again") from None
             if file is None:
                 counts["no record file"] += 1
                 continue
-            record = _download(file, Path(tmp) / str(index))
             if record is None or not {"run_id", "experiment", "status"} <= record.keys():
                 counts["unreadable"] += 1
                 continue
