@@ -33,8 +33,8 @@ def fig6_record(dataset: str, norm: str, depth: int, lr: float, seed: int, val: 
 
 
 def cora_seeds_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Point the grid reader at a copy of conf/ without PubMed's extra seeds (fig6_cpu_seeds_pubmed.yaml)."""
-    conf_without(monkeypatch, tmp_path, "fig6_cpu_seeds_pubmed.yaml")
+    """Point the grid reader at a copy of conf/ without PubMed's extra seeds (fig6_cpu_seeds_pubmed*.yaml)."""
+    conf_without(monkeypatch, tmp_path, "fig6_cpu_seeds_pubmed*.yaml")
 
 
 def test_fig6_points_are_partial_against_their_own_datasets_sweep(tmp_path: Path,
@@ -59,3 +59,31 @@ def test_fig6_points_are_partial_against_their_own_datasets_sweep(tmp_path: Path
     (tmp_path / "runs" / "fig6" / f"{fig6_record('cora', 'lip', 30, 0.005, 2, 0, 0)['run_id']}.json").unlink()
     block = fig6.report(Loader(tmp_path).frame(fig6.ARTIFACT))["claim-depth"]
     assert "[partial: 5/6 runs]" in block and "[partial: 1/2" not in block
+
+
+def test_a_point_whose_sweep_declares_more_seeds_does_not_make_the_others_partial(tmp_path: Path) -> None:
+    """PubMed's 30-layer GAT points declare seeds 0-4 (fig6_cpu_seeds_pubmed_d30.yaml), its 20-layer points and its
+    GT points seeds 0-2: each point is complete against its own declared count, not the fullest point's."""
+    from lipgnn.results.grid import declared_per_point
+    from lipgnn.results.protocol import with_selected_metrics
+
+    for norm, base in (("none", 0.4), ("lip", 0.7)):
+        for depth, seeds in ((30, range(5)), (20, range(3))):
+            for lr in (0.005, 0.001):
+                for seed in seeds:
+                    score = base + 0.01 * seed + (0.02 if lr == 0.001 else 0.0)
+                    write_record(tmp_path, fig6_record("pubmed", norm, depth, lr, seed, score, score))
+    frame = Loader(tmp_path).frame(fig6.ARTIFACT)
+    runs = with_selected_metrics(frame[frame["experiment"] == "fig6"])
+    full = declared_per_point(runs, "fig6", ["dataset", "variant", "depth"])
+    assert (full("GAT-Lip", 30), full("GAT", 30), full("GAT-Lip", 20), full("GT-Lip", 30)) == (10, 10, 6, 6)
+    block = fig6.report(frame)["claim-depth"]
+    assert not re.search(r"\[partial: \d", block)
+    line = next(x for x in block.splitlines() if x.startswith("- Fig. 6 PubMed, GAT-Lip vs GAT:"))
+    assert "n=5 points" in line and UNDER_BUDGET not in line
+
+    (tmp_path / "runs" / "fig6" / f"{fig6_record('pubmed', 'lip', 30, 0.005, 4, 0, 0)['run_id']}.json").unlink()
+    block = fig6.report(Loader(tmp_path).frame(fig6.ARTIFACT))["claim-depth"]
+    assert "[partial: 9/10 runs]" in block and "/6 runs]" not in block
+    line = next(x for x in block.splitlines() if x.startswith("- Fig. 6 PubMed, GAT-Lip vs GAT:"))
+    assert f"**{UNDER_BUDGET}**" in line and "GAT-Lip 9/10" in line

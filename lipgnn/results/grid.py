@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -278,3 +278,21 @@ def declared_full(runs: pd.DataFrame, experiment: str, keys: list[str]) -> int:
               for group in runs.groupby(keys, dropna=True, sort=False).groups]
     declared = [c for c in counts if c]
     return max(declared) if declared else full_grid_size(runs, keys)
+
+
+def declared_per_point(runs: pd.DataFrame, experiment: str, keys: list[str]) -> Callable[[str, int], int]:
+    """``(variant, depth) -> runs`` a complete point of ``runs`` has (``keys``: the fixed keys of ``runs``, e.g. its
+    one dataset, then variant and depth): what the declared grid puts in that point, so that a point whose sweep
+    declares more seeds (a deep point's extra seeds) is not held against the others. A point no sweep declares
+    falls back to :func:`declared_full`."""
+    fallback = declared_full(runs, experiment, keys)
+    fixed = {k: runs[k].iloc[0] for k in keys[:-2]} if not runs.empty else {}
+    counts: dict[tuple[str, int], int] = {}
+
+    def full(variant: str, depth: int) -> int:
+        if (variant, depth) not in counts:
+            declared = expected_runs(runs, experiment, **fixed, **{keys[-2]: variant, keys[-1]: depth})
+            counts[(variant, depth)] = declared or fallback
+        return counts[(variant, depth)]
+
+    return full

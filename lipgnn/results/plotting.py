@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from lipgnn.results.labels import DATASET_NAMES
-from lipgnn.results.protocol import is_partial, select_best
+from lipgnn.results.protocol import Full, full_at, is_partial, select_best
 
 # Stable styling: one colour per normalisation, one line style/marker per model family.
 NORM_COLOURS = {"none": "#1f77b4", "layernorm": "#2ca02c", "pairnorm": "#ff7f0e", "lip": "#d62728"}
@@ -157,9 +157,9 @@ def paper_marker(ax, x: float, y: float, label: str, marker: str = "D") -> None:
 
 
 def plot_depth_series(ax, runs: pd.DataFrame, label: str, colour: str, linestyle: str, marker: str,
-                       depth_col: str = "depth", value: str = "sel_test", full: int = 0) -> SeriesDrawn:
-    """One variant's selected metric against depth; a point whose sweep has not finished (fewer runs
-    than ``full``) gets a hollow marker, so it is not read as final."""
+                       depth_col: str = "depth", value: str = "sel_test", full: Full = 0) -> SeriesDrawn:
+    """One variant's (``label``'s) selected metric against depth; a point whose sweep has not finished (fewer runs
+    than ``full``, one count or per point) gets a hollow marker, so it is not read as final."""
     series = by_depth(runs, depth_col, value)
     xs, all_div = series.xs, series.all_div
     points = []
@@ -167,7 +167,7 @@ def plot_depth_series(ax, runs: pd.DataFrame, label: str, colour: str, linestyle
         ax.errorbar(xs, series.means, yerr=series.stds, label=label, color=colour, linestyle=linestyle,
                     marker=marker, markersize=4, capsize=2, linewidth=1.2)
         points = [(x, m) for x, m, n in zip(xs, series.means, series.point_runs, strict=True)
-                  if is_partial(n, full)]
+                  if is_partial(n, full_at(full, label, x))]
         if points:
             ax.plot(*zip(*points, strict=True), linestyle="none", marker=marker, markersize=6, color=colour,
                     markerfacecolor="white", markeredgecolor=colour, zorder=3)

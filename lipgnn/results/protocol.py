@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -86,6 +87,16 @@ def full_grid_size(runs: pd.DataFrame, keys: list[str]) -> int:
     if runs.empty:
         return 0
     return int(runs.groupby(keys, dropna=False, sort=False).size().max())
+
+
+#: What a complete point has: one run count for every point, or per point ``(variant, depth) -> runs`` where the
+#: declared sweeps give points of one table different seed counts (:func:`lipgnn.results.grid.declared_per_point`).
+Full = int | Callable[[str, int], int]
+
+
+def full_at(full: Full, variant: str, depth: int | None) -> int:
+    """The run count a complete point of ``variant`` at ``depth`` has under ``full``."""
+    return full if isinstance(full, int) else full(variant, int(depth) if depth is not None else 0)
 
 
 def is_partial(n_runs: int, full: int) -> bool:

@@ -18,7 +18,7 @@ import pandas as pd
 
 from lipgnn.results.labels import DATASET_ORDER, DIVERGED, NEEDS_OGB, NOT_RUN, NOT_RUN_BUDGET
 from lipgnn.results.paper_table import Cell, TableSpec
-from lipgnn.results.protocol import Selection, at, depths, is_partial, partial_text, select_best
+from lipgnn.results.protocol import Full, Selection, at, depths, full_at, is_partial, partial_text, select_best
 from lipgnn.results.render.text import fmt_value as _fmt_value
 from lipgnn.results.render.text import joined as _joined
 from lipgnn.results.render.text import md_table as _table
@@ -232,7 +232,7 @@ class Bar(NamedTuple):
 
 
 def pair_finding(label: str, results: dict[str, dict[int, Selection | None]],
-                 lip: str, plain: str, what: str, bar: Bar | None = None, full: int = 0,
+                 lip: str, plain: str, what: str, bar: Bar | None = None, full: Full = 0,
                  value: str = "sel_test") -> Finding:
     """At the deepest depth both variants ran, does ``lip`` beat ``plain``? The paired difference over seeds
     decides (``stats.greater``). With a ``bar`` the claim also needs ``lip`` to reach ``bar.value`` there:
@@ -254,31 +254,32 @@ def pair_finding(label: str, results: dict[str, dict[int, Selection | None]],
               f"{_pct(sel_plain.mean)}; paired difference {diff.text()} points")
     if verdict == HOLDS and bar is not None and sel_lip.mean < bar.value:
         verdict, reason = HOLDS_IN_PART, f"{reason}, but {lip} stays below {bar.text}"
-    short = [f"{v} {s.n_point_runs}/{full}" for v, s in ((lip, sel_lip), (plain, sel_plain))
-             if is_partial(s.n_point_runs, full)]
+    short = [f"{v} {s.n_point_runs}/{full_at(full, v, depth)}" for v, s in ((lip, sel_lip), (plain, sel_plain))
+             if is_partial(s.n_point_runs, full_at(full, v, depth))]
     partial = [f"at {depth} layers: {', '.join(short)} runs"] if short else []
     if (verdict != DOES_NOT_HOLD and bar is not None and bar.depth not in (None, depth)
-            and is_partial(bar.n_point_runs, full)):
+            and is_partial(bar.n_point_runs, full_at(full, lip, bar.depth))):
         # The bar decides between "holds" and "in part", and comes from another depth's point: if that
         # point's sweep is unfinished the bar can still move.
-        partial.append(f"at {lip}'s best depth, {bar.depth} layers: {bar.n_point_runs}/{full} runs")
+        partial.append(f"at {lip}'s best depth, {bar.depth} layers: {bar.n_point_runs}/"
+                       f"{full_at(full, lip, bar.depth)} runs")
     if partial:
         reason += f" (partial grid {'; '.join(partial)}; may change when the sweep finishes)"
     budget = bool(partial) or under_budget(sel_lip.runs) or under_budget(sel_plain.runs)
     return Finding(name, with_budget(verdict, budget), reason + ".", sel_lip.n_runs + sel_plain.n_runs)
 
 
-def depth_rows(runs: pd.DataFrame, variants: Sequence[str], full: int = 0
+def depth_rows(runs: pd.DataFrame, variants: Sequence[str], full: Full = 0
                 ) -> tuple[list[list[str]], dict[str, dict]]:
     """One table row per depth (the selected test text of each variant) and the selections behind them;
-    ``full``: run count of the fullest point, to mark partial ones."""
+    ``full``: the run count of a complete point (one for all, or per point), to mark partial ones."""
     rows: list[list[str]] = []
     results: dict[str, dict] = {}
     for depth in depths(runs):
         row = [str(depth)]
         for variant in variants:
             here = at(runs[runs["variant"] == variant], "depth", depth)
-            sel, text = select(here, full=full)
+            sel, text = select(here, full=full_at(full, variant, depth))
             row.append(text)
             if not here.empty:
                 results.setdefault(variant, {})[depth] = sel

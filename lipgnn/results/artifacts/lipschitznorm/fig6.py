@@ -11,7 +11,7 @@ import pandas as pd
 
 from lipgnn.results.artifact import Artifact
 from lipgnn.results.artifacts.lipschitznorm import table3
-from lipgnn.results.grid import declared_full
+from lipgnn.results.grid import declared_full, declared_per_point
 from lipgnn.results.labels import NEEDS_OGB, NOT_RUN, NOT_RUN_BUDGET, OGB_DATASETS, dataset_name, missing_text
 from lipgnn.results.protocol import Selection, of_dataset, with_selected_metrics
 from lipgnn.results.protocol import at as rows_at
@@ -79,7 +79,7 @@ def figure(df: pd.DataFrame) -> matplotlib.figure.Figure:
     for ax, dataset in zip(axes, DATASETS, strict=True):
         sub = runs[runs["dataset"].astype(str).str.lower() == dataset]
         # Per panel: each dataset's sweep declares its own seeds (Cora's extra seeds are not PubMed's).
-        full = declared_full(sub, "fig6", ["dataset", "variant", "depth"])
+        full = declared_per_point(sub, "fig6", ["dataset", "variant", "depth"])
         ax.set_title(dataset_name(dataset))
         ax.set_xlabel("number of layers")
         ax.set_ylabel("test ROC-AUC (%)" if dataset == "ogbn-proteins" else "test accuracy (%)")
@@ -176,7 +176,7 @@ def _block(df: pd.DataFrame) -> tuple[str, list[Finding]]:
     for dataset in [d for d in DATASETS if d in present] + [d for d in present if d not in DATASETS]:
         here = of_dataset(runs6, dataset)
         # A point is partial against its own dataset's declared sweep (the seeds declared differ by dataset).
-        full6 = declared_full(here, "fig6", ["dataset", "variant", "depth"])
+        full6 = declared_per_point(here, "fig6", ["dataset", "variant", "depth"])
         metric = joined(here["metric"]) or "acc"
         variants = list(VARIANTS) + sorted(set(here["variant"].dropna()) - set(VARIANTS))
         rows, results = depth_rows(here, variants, full6)
