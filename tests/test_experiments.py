@@ -292,20 +292,22 @@ def test_extra_seed_grids_give_their_points_three_paired_seeds(experiment: str, 
     assert sorted(p["seed"] for p in points) == seeds
 
 
-def test_fig6_pubmed_30_layer_gat_cells_have_the_papers_five_seeds() -> None:
-    """conf/grid/fig6_cpu_seeds_pubmed_d30.yaml: seeds 3 and 4 of the 30-layer GAT cells on PubMed, with the run ids
-    fig6_cpu_seeds_pubmed.yaml's jobs get at those seeds, so each of those cells has seeds 0-4."""
-    extra = sweep_jobs("fig6", ["budget=cpu", "grid=fig6_cpu_seeds_pubmed_d30"])
-    assert len(extra) == 2 * 4 * 2
-    base = [job for job in sweep_jobs("fig6", ["budget=cpu", "grid=fig6_cpu_seeds_pubmed"])
-            if "depth=30" in job and any(o in job for o in ("variant=gat", "variant=gat_lip", "variant=gat_pn",
-                                                               "variant=gat_ln"))]
+def test_fig6_30_layer_gat_cells_have_the_papers_five_seeds() -> None:
+    """conf/grid/fig6_cpu_seeds_d30.yaml: seeds 3 and 4 of the 30-layer GAT cells on Cora and PubMed, with the run
+    ids the extra-seed grids' jobs get at those seeds, so each of those cells has seeds 0-4."""
+    extra = sweep_jobs("fig6", ["budget=cpu", "grid=fig6_cpu_seeds_d30"])
+    assert len(extra) == 2 * 2 * 4 * 2
+    gat = ("variant=gat", "variant=gat_lip", "variant=gat_pn", "variant=gat_ln")
+    base = [job for grid in ("fig6_cpu_seeds", "fig6_cpu_seeds_pubmed")
+            for job in sweep_jobs("fig6", ["budget=cpu", f"grid={grid}"])
+            if "depth=30" in job and any(o in job for o in gat)]
     at = {run_id(compose_cfg([o if not o.startswith("seed=") else f"seed={s}" for o in job]))
           for job in base for s in (3, 4)}
     assert {run_id(compose_cfg(job)) for job in extra} == at
     from lipgnn.results.grid import declared_grid
 
-    cell = [p for p in declared_grid("fig6", "cpu").points if p.get("dataset.name") == "pubmed" and p.get("depth") == 30
-            and p.get("model.name") == "gat" and p.get("norm.name") == "lip" and p.get("train.lr") == 0.005
-            and not p.get("model.residual")]
-    assert sorted(p["seed"] for p in cell) == [0, 1, 2, 3, 4]
+    for dataset in ("cora", "pubmed"):
+        cell = [p for p in declared_grid("fig6", "cpu").points if p.get("dataset.name") == dataset
+                and p.get("depth") == 30 and p.get("model.name") == "gat" and p.get("norm.name") == "lip"
+                and p.get("train.lr") == 0.005 and not p.get("model.residual")]
+        assert sorted(p["seed"] for p in cell) == [0, 1, 2, 3, 4]
