@@ -262,7 +262,8 @@ def test_fig4_1000_epoch_seed_2_is_the_1000_epoch_grid_at_seed_2() -> None:
      [0, 0, 0, 1, 1, 1, 2, 2, 2]),  # 200 epochs: seeds 0-2; the 1000-epoch sweeps: seeds 0-2 x dropout {authors', none}
     ("fig3", "fig3_cpu_seeds", 2 * 4 * 2, {"model.name": "gat", "norm.name": "none", "depth": 30}, [0, 1, 2]),
     ("fig6", "fig6_cpu_seeds", 8 * 4 * 2 * 2,
-     {"dataset.name": "cora", "depth": 30, "model.name": "gt", "norm.name": "lip", "train.lr": 0.001}, [0, 1, 2]),
+     {"dataset.name": "cora", "depth": 30, "model.name": "gt", "norm.name": "lip", "train.lr": 0.001},
+     [0, 1, 2, 3, 4]),  # seeds 3-4 of the 30-layer cells: fig6_cpu_seeds_d30_gt.yaml
     ("fig6", "fig6_cpu_seeds_pubmed", 8 * 4 * 2 * 2,
      {"dataset.name": "pubmed", "depth": 2, "model.name": "gat", "norm.name": "layernorm", "train.lr": 0.005},
      [0, 1, 2]),
