@@ -265,19 +265,28 @@ def expected_runs(df: pd.DataFrame, experiment: str, **cell: Any) -> int | None:
     return count
 
 
-def declared_full(runs: pd.DataFrame, experiment: str, keys: list[str]) -> int:
-    """Runs a complete point of ``keys`` (e.g. dataset, variant, depth) has: the most the declared grid puts
-    in any point present in ``runs``, so a point is partial against what its sweep asks for, not against the
-    fullest point run so far. Without a declared grid, the fullest point's count (``full_grid_size``)."""
+def _declared_counts(runs: pd.DataFrame, experiment: str, keys: list[str]) -> dict[tuple, int | None]:
+    """Per point of ``keys`` present in ``runs``: the runs the declared grid puts in it (None: no grid declared)."""
+    groups = runs.groupby(keys, dropna=True, sort=False).groups
+    return {point: expected_runs(runs, experiment, **dict(zip(keys, point, strict=True)))
+            for point in (g if isinstance(g, tuple) else (g,) for g in groups)}
+
+
+def _fullest(counts: dict[tuple, int | None], runs: pd.DataFrame, keys: list[str]) -> int:
     from lipgnn.results.protocol import full_grid_size
 
     if runs.empty:
         return 0
-    counts = [expected_runs(runs, experiment, **dict(zip(keys, group if isinstance(group, tuple) else (group,),
-                                                         strict=True)))
-              for group in runs.groupby(keys, dropna=True, sort=False).groups]
-    declared = [c for c in counts if c]
+    declared = [c for c in counts.values() if c]
     return max(declared) if declared else full_grid_size(runs, keys)
+
+
+def declared_full(runs: pd.DataFrame, experiment: str, keys: list[str]) -> int:
+    """Runs a complete point of ``keys`` (e.g. dataset, variant, depth) has: the most the declared grid puts
+    in any point present in ``runs``, so a point is partial against what its sweep asks for, not against the
+    fullest point run so far. Without a declared grid, the fullest point's count (``full_grid_size``)."""
+    counts = _declared_counts(runs, experiment, keys) if not runs.empty else {}
+    return _fullest(counts, runs, keys)
 
 
 def declared_per_point(runs: pd.DataFrame, experiment: str, keys: list[str]) -> Callable[[str, int], int]:
@@ -285,14 +294,15 @@ def declared_per_point(runs: pd.DataFrame, experiment: str, keys: list[str]) -> 
     one dataset, then variant and depth): what the declared grid puts in that point, so that a point whose sweep
     declares more seeds (a deep point's extra seeds) is not held against the others. A point no sweep declares
     falls back to :func:`declared_full`."""
-    fallback = declared_full(runs, experiment, keys)
-    fixed = {k: runs[k].iloc[0] for k in keys[:-2]} if not runs.empty else {}
-    counts: dict[tuple[str, int], int] = {}
+    counts = _declared_counts(runs, experiment, keys) if not runs.empty else {}
+    fallback = _fullest(counts, runs, keys)
+    by_point = {point[-2:]: count or fallback for point, count in counts.items()}  # the points present, counted once
+    fixed = dict(zip(keys[:-2], next(iter(counts))[:-2], strict=True)) if counts else {}
 
     def full(variant: str, depth: int) -> int:
-        if (variant, depth) not in counts:
+        if (variant, depth) not in by_point:  # a point without runs (a variant another dataset has, say)
             declared = expected_runs(runs, experiment, **fixed, **{keys[-2]: variant, keys[-1]: depth})
-            counts[(variant, depth)] = declared or fallback
-        return counts[(variant, depth)]
+            by_point[(variant, depth)] = declared or fallback
+        return by_point[(variant, depth)]
 
     return full

@@ -106,10 +106,10 @@ def pull_records(project: str, results_dir: str | Path, experiment: str | None =
     for (name, run_id), record in newest.items():
         path = run_record_path(results_dir, name, run_id)
         if path.exists():
-            local = read_record(path)
             if path.read_text(encoding="utf-8") == record_text(record):
                 counts["unchanged"] += 1
                 continue
+            local = read_record(path)
             if not (overwrite or local is None or local.get("status") == "failed"):
                 counts["kept local"] += 1
                 continue
