@@ -124,6 +124,8 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(format_error(exc)) from None
     _validate_device(str(cfg.device))
     model, norm, dataset = cfg.model, cfg.norm, cfg.dataset
+    if cfg.train.get("cuda_graphs", False):
+        _validate_cuda_graphs(cfg)
     _require(norm.name != "lip" or model.name in ATTENTION_MODELS,
              f"norm=lip needs an attention model ({', '.join(ATTENTION_MODELS)}); "
              f"model={model.name} has no attention scores to normalize (use norm=none|pairnorm|layernorm)")
@@ -190,6 +192,31 @@ def _validate_device(device: str) -> None:
             index = int(device.split(":")[1])
             _require(index < torch.cuda.device_count(),
                      f"device={device} but only {torch.cuda.device_count()} CUDA device(s) exist")
+
+
+def _validate_cuda_graphs(cfg: DictConfig) -> None:
+    """``train.cuda_graphs=true`` captures the fused full-batch step on a GPU (lipgnn/train/cuda_graph.py)."""
+    import torch
+
+    device, model, train = str(cfg.device), cfg.model, cfg.train
+    _require(model.name in FUSED_MODELS,
+             f"train.cuda_graphs=true captures the fused layers ({', '.join(FUSED_MODELS)}), not model={model.name}; "
+             "use train.cuda_graphs=false")
+    _require(model.impl != "pyg",
+             "train.cuda_graphs=true cannot capture PyG's layers (they ask the host for sizes each step); "
+             "use model.impl=fused or auto")
+    _require(not train.checkpoint_activations,
+             "train.cuda_graphs=true with train.checkpoint_activations=true is not supported (the recomputed "
+             "forward saves RNG state on the host); turn one of them off")
+    _require(not train.batch_size,
+             f"train.cuda_graphs=true captures one full-batch step; train.batch_size={train.batch_size} makes "
+             "mini-batches: use train.batch_size=0 or train.cuda_graphs=false")
+    _require(not (cfg.log.grad_norms and train.grad_clip),
+             "log.grad_norms=true reads the gradients before clipping, which a captured step with "
+             "train.grad_clip > 0 does not expose; set train.grad_clip=0 or train.cuda_graphs=false")
+    _require(device != "cpu" and (device != "auto" or torch.cuda.is_available()),
+             f"train.cuda_graphs=true needs a CUDA device, but device={device} runs on the CPU here; "
+             "use train.cuda_graphs=false")
 
 
 def validate_launcher(hydra_cfg: DictConfig) -> None:

@@ -196,6 +196,8 @@ class TrainConfig:
     stop_at_train: float = number(0.0, ge=0.0, le=1.0)  # stop once the train metric reaches it (0 = off)
     train_patience: int = number(0, ge=0, integer=True)  # evaluations without a train-metric gain (0 = off)
     warmup_epochs: int = number(0, ge=0, integer=True)  # linear warm-up to train.lr, then constant (0 = off)
+    # CUDA only: capture the full-batch step in a CUDA graph and replay it (lipgnn/train/cuda_graph.py)
+    cuda_graphs: Any = flag(False)
     # "auto" = physical cores // parallel jobs (>= 1); an integer >= 1 sets it
     num_threads: Any = field(default="auto", metadata={"threads": True})
 

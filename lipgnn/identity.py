@@ -30,6 +30,7 @@ NON_IDENTITY_KEYS: tuple[str, ...] = (
     "hydra", "results_dir", "overwrite", "resume", "allow_code_change", "device", "experiment_name", "log",
     "logger", "budget", "dataset.root", "dataset.cache_dir", "dataset.download", "model.impl",
     "train.checkpoint_every", "train.checkpoint_activations", "train.num_threads", "train.malloc_tuning",
+    "train.cuda_graphs",
     "trees_protocol",
     # The energy runner's options: train.py never reads them, and the runner adds them to its own ids.
     "energy",

@@ -3,7 +3,8 @@
 #   1. the layer tests with every tensor they create on the GPU (`pytest --torch-device cuda`), where the
 #      fused layers take their eager path and must still equal PyG and the hand-computed values;
 #   2. `python -m lipgnn.bench --device cuda`: fused against stock PyG on the same GPU;
-#   3. whole train.py runs (30-layer GAT-Lip, PubMed, 20 epochs), model.impl=pyg against fused, on CUDA;
+#   3. whole train.py runs (30-layer GAT-Lip, PubMed, E2E_EPOCHS epochs, default 20) on CUDA, alternating
+#      model.impl=pyg, model.impl=fused, and fused with train.cuda_graphs=true (the step captured and replayed);
 #   4. scripts/cuda_determinism.py: whether a step (and the ops it is built of) is bit-reproducible there;
 #   5. scripts/cuda_launches.py: kernels per layer, kernel time against wall time, copies and syncs;
 #   6. scripts/cuda_graph_probe.py: the training step captured in a CUDA graph against the eager step (time,
@@ -36,7 +37,7 @@ EOF
 layer_tests=(test_fused test_fused_activation test_fused_gcn test_fused_ggnn test_fused_gin test_fused_pair_norm
              test_kernels test_lip_gat_conv test_lip_transformer_conv test_l2_attention test_l2_fused test_lipschitz
              test_lipschitz_bounds test_san test_san_fused test_nonlocal_fused test_sparse_input
-             test_block_layer_norm test_locality test_identity test_models)
+             test_block_layer_norm test_locality test_identity test_models test_cuda_graph)
 files=()
 for t in "${layer_tests[@]}"; do files+=("tests/$t.py"); done
 workers=()
@@ -56,15 +57,20 @@ rc=$?; tail -n 30 "$out/bench.log"; echo "bench: exit $rc"; [ $rc -eq 0 ] || fai
 fi
 
 if [[ $steps == *" e2e "* ]]; then
-echo "== train.py end to end on CUDA (30-layer GAT-Lip, PubMed, 20 epochs)"
+echo "== train.py end to end on CUDA (30-layer GAT-Lip, PubMed, ${E2E_EPOCHS:-20} epochs)"
 {
-  for impl in pyg fused pyg fused; do
+  for variant in pyg graphs fused graphs pyg fused; do
+    case $variant in
+      graphs) args=(model.impl=fused train.cuda_graphs=true) ;;
+      *) args=("model.impl=$variant") ;;
+    esac
     tmp=$(mktemp -d)
     start=$EPOCHREALTIME
-    timeout -k 5 "${E2E_S:-60}" "$py" train.py model=gat norm=lip depth=30 dataset=pubmed train.epochs=20 \
-        "device=$dev" log.progress=false "model.impl=$impl" "results_dir=$tmp" > "$tmp/log" 2>&1
+    timeout -k 5 "${E2E_S:-60}" "$py" train.py model=gat norm=lip depth=30 dataset=pubmed \
+        "train.epochs=${E2E_EPOCHS:-20}" "device=$dev" log.progress=false "${args[@]}" "results_dir=$tmp" \
+        > "$tmp/log" 2>&1
     rc=$?
-    printf 'model.impl=%s exit %s wall %.2f s | %s\n' "$impl" "$rc" "$(awk "BEGIN{print $EPOCHREALTIME - $start}")" \
+    printf '%s exit %s wall %.2f s | %s\n' "${args[*]}" "$rc" "$(awk "BEGIN{print $EPOCHREALTIME - $start}")" \
         "$(grep -m1 -E 'completed|error|Error' "$tmp/log")"
     [ $rc -eq 0 ] || tail -n 20 "$tmp/log"
     rm -rf "$tmp"

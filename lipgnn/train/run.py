@@ -155,10 +155,14 @@ def _train(cfg: DictConfig, run_id: str, ckpt_path: Path, progress: bool | None,
     # Re-seed: loading may or may not draw random numbers (a cache hit draws none), and the model's
     # initialisation must not depend on which path the data took.
     seed_everything(int(cfg.seed))
-    model = build_model(cfg.model, cfg.norm, task.spec, int(cfg.depth), device=device).to(device)
+    model_cfg = cfg.model
+    if cfg.train.get("cuda_graphs", False) and str(cfg.model.impl) == "auto":
+        # A captured step needs the fused layers (PyG's ask the host for sizes), whatever auto would pick.
+        model_cfg = OmegaConf.merge(cfg.model, {"impl": "fused"})
+    model = build_model(model_cfg, cfg.norm, task.spec, int(cfg.depth), device=device).to(device)
     # The record names the implementation that ran (model.impl=auto resolves by device; not part of the
     # run's identity, since both are tested equal).
-    base["config"]["model"]["impl"] = resolve_impl(str(cfg.model.impl), str(cfg.model.name), device,
+    base["config"]["model"]["impl"] = resolve_impl(str(model_cfg.impl), str(cfg.model.name), device,
                                                    task.spec.step_edges)
     model.checkpoint_activations = bool(cfg.train.checkpoint_activations)
     logger = make_logger(cfg, run_id)
