@@ -11,8 +11,9 @@ the usual training record, the diagnostics of the trained model (final weights, 
 
 Protocol (paper B.1): fully supervised random 60/20/20 split, hidden 32, weight decay 5e-4 (Adam L2);
 Pre-LN lr 1e-3; Post-LN and nonlocal: linear warm-up to a peak of 1e-4, then constant. ``--budget cpu``
-is the stated reduction (Cora, depths 2/32/64, 100 epochs with 20 warm-up epochs, the same for every variant;
-the paper's five seeds 0-4, at least the three paired seeds a verdict needs, ``lipgnn.results.stats.MIN_SEEDS``);
+is the stated reduction (Cora, the paper's depths 2/32/64/128/256, 100 epochs with 20 warm-up epochs, the same
+for every variant; the paper's five seeds 0-4, at least the three paired seeds a verdict needs,
+``lipgnn.results.stats.MIN_SEEDS``);
 ``--budget paper`` is the paper's grid (5 datasets, depths up to 256, 5000 epochs).
 
 Usage: ``python scripts/guan_he_runs.py --budget cpu [--only-depth 32] [--seeds 3 4] [--dry-run]``; runs with a
@@ -54,7 +55,8 @@ VARIANTS: dict[str, list[str]] = {
     "nonlocal": ["model.layer_norm=post", "model.nonlocal=true", "train.lr=0.0001"],
 }
 BUDGETS: dict[str, dict[str, Any]] = {
-    "cpu": {"datasets": ("cora",), "depths": (2, 32, 64), "seeds": (0, 1, 2, 3, 4), "epochs": 100, "warmup": 20},
+    "cpu": {"datasets": ("cora",), "depths": (2, 32, 64, 128, 256), "seeds": (0, 1, 2, 3, 4), "epochs": 100,
+            "warmup": 20},
     "paper": {"datasets": ("cora", "citeseer", "pubmed", "cs", "physics"), "depths": (2, 32, 64, 128, 256),
               "seeds": (0, 1, 2, 3, 4), "epochs": 5000, "warmup": 500},
 }
