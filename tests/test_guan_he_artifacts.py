@@ -159,3 +159,39 @@ def test_pruning_claim_reads_each_layers_mean_change_over_seeds() -> None:
     markdown = gh_pruning.table(frame)["md"]
     assert "| seed |" in markdown and "| Post-LN" not in markdown
     assert sum(line.startswith("| nonlocal Post-LN SAN | 32 | 1 |") for line in markdown.splitlines()) == 8
+
+
+@pytest.mark.parametrize(("deep", "verdict"), [
+    ((0.40, 0.45, 0.50), HOLDS),          # every seed ~45 points lower at 256 layers, on all three splits
+    ((0.90, 0.895, 0.90), DOES_NOT_HOLD),  # within a point of 2 layers on every seed
+    ((0.40, 0.95, 0.60), TIE),
+])
+def test_post_ln_collapse_is_judged_from_128_layers(deep: tuple[float, ...], verdict: str) -> None:
+    """§3.2's Post-LN collapse: the paired per-seed drop from 2 layers to the deepest (from 128 layers on) must
+    exceed 2 points on train, val and test alike; below 128 layers the budget cannot test it."""
+    rows = []
+    for seed, acc in enumerate(deep):
+        rows += [_record("post", 2, 0.9, seed=seed), _record("post", 256, acc, seed=seed)]
+    claim = gh_depth.claims(pd.DataFrame(rows))[1]
+    assert claim.quote.startswith("This feature collapse") and claim.verdict == verdict
+    assert "2 − 256 layers: train" in claim.evidence and "n=3" in claim.evidence
+    shallow_only = [r for r in rows if r["depth"] == 2] + [_record("post", 64, 0.4, seed=s) for s in range(3)]
+    assert gh_depth.claims(pd.DataFrame(shallow_only))[1].verdict == UNDER_BUDGET
+
+
+@pytest.mark.parametrize(("leads", "verdict"), [
+    ({128: (0.2, 0.3, 0.25), 256: (0.4, 0.5, 0.45)}, HOLDS),
+    ({128: (0.2, 0.3, 0.25), 256: (-0.1, -0.12, -0.08)}, DOES_NOT_HOLD),  # Post-LN ahead at 256 layers
+    ({128: (0.2, 0.3, 0.25), 256: (0.2, -0.3, 0.05)}, TIE),
+])
+def test_nonlocal_trainability_is_judged_per_seed_at_every_depth_from_128(leads: dict, verdict: str) -> None:
+    """§4.2: nonlocal's paired per-seed lead over Post-LN in train accuracy, at every depth from 128 layers on;
+    the 64-layer rows do not enter (Post-LN ahead there changes nothing)."""
+    rows = []
+    for depth, gaps in {64: (-0.3, -0.3, -0.3), **leads}.items():
+        for seed, gap in enumerate(gaps):
+            rows += [_record("post", depth, 0.5, seed=seed), _record("nonlocal", depth, 0.5 + gap, seed=seed)]
+    claim = gh_depth.claims(pd.DataFrame(rows))[2]
+    assert claim.quote.startswith("Crucially, unlike Post-LN") and claim.verdict == verdict
+    assert "at 128 layers" in claim.evidence and "at 256 layers" in claim.evidence
+    assert "at 64 layers" not in claim.evidence

@@ -19,8 +19,8 @@ from lipgnn.results.artifacts.guan_he._common import (
     paper_accuracy,
     table_files,
 )
-from lipgnn.results.stats import greater, t_interval
-from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS, NOT_RUN, UNDER_BUDGET, Claim
+from lipgnn.results.stats import Interval, greater, t_interval
+from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, NOT_RUN, TIE, TOO_FEW_SEEDS, UNDER_BUDGET, Claim
 
 #: How far (a fraction of accuracy) the deepest Pre-LN model's validation accuracy may sit below the 2-layer
 #: model's and still count as "no degradation" (§3.2): the paper's own Cora rows move by 1.5 points over depth.
@@ -77,11 +77,33 @@ def _cell(t: pd.DataFrame, arch: str, depth: int, col: str) -> float | None:
     return None if row.empty else float(row[col].iloc[0])
 
 
+def _paired(runs: pd.DataFrame, arch_a: str, depth_a: int, arch_b: str, depth_b: int, split: str) -> Interval:
+    """t-interval of ``a − b`` in best-epoch ``split`` accuracy on Cora, paired by seed (same split and init)."""
+    def per_seed(arch: str, depth: int) -> pd.Series:
+        rows = runs[(runs["arch"] == arch) & (runs["dataset"] == "cora") & (runs["depth"].astype(int) == depth)]
+        return rows.groupby("seed")[f"best_{split}"].mean()
+
+    a, b = per_seed(arch_a, depth_a), per_seed(arch_b, depth_b)
+    both = a.index.intersection(b.index)
+    return t_interval((a[both] - b[both]).tolist())
+
+
+def _all_of(verdicts: list[str]) -> str:
+    """A claim made of parts: it holds when every part holds and fails when any part fails."""
+    if any(v == DOES_NOT_HOLD for v in verdicts):
+        return DOES_NOT_HOLD
+    if all(v == HOLDS for v in verdicts):
+        return HOLDS
+    for v in (NOT_RUN, TOO_FEW_SEEDS):
+        if v in verdicts:
+            return v
+    return TIE
+
+
 def claims(frame: pd.DataFrame) -> list[Claim]:
     t = summary(frame)
     n = int(t["n_runs"].sum()) if not t.empty else 0
     depths = sorted(t["depth"].unique()) if not t.empty else []
-    deepest = max(depths) if depths else None
     out = []
 
     # §3.2, Pre-LN: trainable at every depth. "No degradation" is read as: the deepest Pre-LN model's validation
@@ -105,16 +127,27 @@ def claims(frame: pd.DataFrame) -> list[Claim]:
     out.append(Claim(PAPER, "§3.2", "We observe that the model maintains trainability, showing no degradation in "
                      "training or validation accuracy.", verdict, evidence, n, "gh_depth"))
 
-    # §3.2, Post-LN collapses with depth (the paper's collapse is at 128-256 layers).
+    # §3.2, Post-LN collapses with depth (the paper's collapse is at 128-256 layers): from 128 layers on, judged
+    # like the Pre-LN claim, mirrored. The deepest Post-LN model must sit more than DEGRADATION_MARGIN below the
+    # 2-layer model on every split (paired per-seed drops); one split clearly within the margin refutes it.
     post = {d: _cell(t, "post", d, "ours_train") for d in depths}
     evidence = "Cora Post-LN train " + ", ".join(f"{d} layers {v:.1f}" for d, v in post.items() if v is not None) + \
         " (paper 97.1 / 91.3 / 96.1 / 84.1 / 31.7 at 2 / 32 / 64 / 128 / 256 layers)"
+    post_depths = [d for d, v in post.items() if v is not None]
+    if not post_depths or max(post_depths) < 128:
+        verdict = UNDER_BUDGET
+    else:
+        shallow, deep = min(post_depths), max(post_depths)
+        drops = {s: _paired(runs, "post", shallow, "post", deep, s) for s in ("train", "val", "test")}
+        verdict = _all_of([greater(d, margin=DEGRADATION_MARGIN) for d in drops.values()])
+        evidence += f"; {shallow} − {deep} layers: " + ", ".join(f"{s} {d.text()}" for s, d in drops.items()) + \
+            f" seeds (holds when every split drops by more than {100 * DEGRADATION_MARGIN:.0f} points)"
     out.append(Claim(PAPER, "§3.2", "This feature collapse precipitates a rapid degradation in model performance. "
                      "Crucially, accuracy drops precipitously not only on the test set but also on the training and "
-                     "validation sets.", UNDER_BUDGET if (deepest or 0) < 128 else CANNOT_JUDGE, evidence, n,
-                     "gh_depth"))
+                     "validation sets.", verdict, evidence, n, "gh_depth"))
 
-    # §4.2: nonlocal keeps Post-LN trainable at depth; at equal learning rate and epochs, compare the two.
+    # §4.2: nonlocal keeps Post-LN trainable at depth; at equal learning rate and epochs, compare the two on the
+    # paired per-seed train accuracy at every depth from 128 layers on (where the paper's contrast appears).
     pairs = [(d, _cell(t, "post", d, "ours_train"), _cell(t, "nonlocal", d, "ours_train")) for d in depths]
     pairs = [p for p in pairs if p[1] is not None and p[2] is not None]
     if not pairs:
@@ -123,8 +156,14 @@ def claims(frame: pd.DataFrame) -> list[Claim]:
         evidence = "Cora train Post-LN vs nonlocal (same lr 1e-4, warm-up, epochs): " + \
             ", ".join(f"{d} layers {a:.1f} vs {b:.1f}" for d, a, b in pairs) + \
             " (paper at 256 layers: 31.7 vs 89.4)"
-        verdict = UNDER_BUDGET if max(d for d, _, _ in pairs) < 128 else (
-            HOLDS if all(b > a for _, a, b in pairs if _ >= 128) else DOES_NOT_HOLD)
+        deep_pairs = [d for d, _, _ in pairs if d >= 128]
+        if not deep_pairs:
+            verdict = UNDER_BUDGET
+        else:
+            leads = {d: _paired(runs, "nonlocal", d, "post", d, "train") for d in deep_pairs}
+            verdict = _all_of([greater(diff) for diff in leads.values()])
+            evidence += "; nonlocal − Post-LN " + ", ".join(f"at {d} layers {diff.text()}" for d, diff in
+                                                           leads.items()) + " seeds"
     out.append(Claim(PAPER, "§4.2", "Crucially, unlike Post-LN SAN, our proposed nonlocal SAN with Post-LN "
                      "facilitates trainability in deeper layers.", verdict, evidence, n, "gh_depth"))
     return out
