@@ -138,3 +138,23 @@ def test_config_errors(make_cfg, overrides: list[str], message: str) -> None:  #
 
 def test_not_part_of_the_run_identity(make_cfg) -> None:  # noqa: ANN001
     assert run_id(make_cfg("train.cuda_graphs=true")) == run_id(make_cfg())
+
+
+@pytest.mark.parametrize("first", [False, True], ids=["eager-then-graphed", "graphed-then-graphed"])
+def test_a_resumed_graphed_run_continues_the_uninterrupted_one(tmp_path: Path, first: bool) -> None:
+    """A checkpoint holds the rate as a float (eager run) or a tensor (graphed run); either way the resumed
+    graphed run continues the schedule (warm-up over both segments) and, on CPU, equals a run never stopped."""
+    keys = {"warmup_epochs": 6, "checkpoint_every": 4}
+    whole, whole_model, _ = fit(True, "gt", "lip", **keys)
+    ckpt = tmp_path / "ckpt.pt"
+    model = model_for("gt", "lip", 0.0)
+    Trainer(train_cfg(cuda_graphs=first, epochs=4, **keys), device=torch.get_default_device(), seed=0,
+            progress=False, checkpoint_path=ckpt).fit(model, random_task())
+    model = model_for("gt", "lip", 0.0)
+    resumed = Trainer(train_cfg(cuda_graphs=True, **keys), device=torch.get_default_device(), seed=0,
+                      progress=False, checkpoint_path=ckpt).fit(model, random_task())
+    assert resumed.resumed_from == 4
+    assert resumed.history["lr"] == pytest.approx(whole.history["lr"], rel=1e-6 if on_cuda() else 0.0)
+    if not on_cuda():
+        assert resumed.history == whole.history
+        assert all(torch.equal(a, b) for a, b in zip(model.parameters(), whole_model.parameters(), strict=True))
