@@ -195,31 +195,3 @@ def test_nonlocal_trainability_is_judged_per_seed_at_every_depth_from_128(leads:
     assert claim.quote.startswith("Crucially, unlike Post-LN") and claim.verdict == verdict
     assert "at 128 layers" in claim.evidence and "at 256 layers" in claim.evidence
     assert "at 64 layers" not in claim.evidence
-
-
-def test_collapsed_models_are_left_out_of_the_layer_comparisons() -> None:
-    """A model whose accuracy no skipped layer changes has collapsed (the majority class at 256 layers at the cpu
-    budget): similarity and pruning compare at the deepest depth where both architectures have three models that
-    did not, and the report names the deeper collapsed ones."""
-    def pruning(depth: int, drop: float) -> dict:
-        return {"none": {"val": 0.8, "test": 0.8},
-                **{str(k): {"val": 0.8 - drop, "test": 0.8 - drop} for k in range(1, depth + 1)}}
-
-    rows = []
-    for seed in range(3):
-        for depth in (64, 256):
-            nonlocal_drop = 0.0 if depth == 256 else 0.02
-            rows += [_record("nonlocal", depth, 0.9, {"similarity": _similarity(depth, 0.3),
-                                                      "pruning": pruning(depth, nonlocal_drop)}, seed=seed),
-                     _record("pre", depth, 0.9, {"similarity": _similarity(depth, 0.95),
-                                                 "pruning": pruning(depth, 0.01)}, seed=seed)]
-    frame = pd.DataFrame(rows)
-    assert set(gh_similarity.summary(frame)["depth"]) == {64}
-    assert set(gh_pruning.summary(frame)["depth"]) == {64}
-    for report in (gh_similarity.report(frame)["gh_similarity-table"], gh_pruning.report(frame)["gh_pruning-table"]):
-        assert "collapsed: nonlocal Post-LN SAN 256 layers 3/3." in report
-    trained = pd.DataFrame([r for r in rows if not (r["config"]["model"]["nonlocal"] and r["depth"] == 256)]
-                           + [_record("nonlocal", 256, 0.9, {"similarity": _similarity(256, 0.3),
-                                                            "pruning": pruning(256, 0.02)}, seed=s) for s in range(3)])
-    assert set(gh_pruning.summary(trained)["depth"]) == {256}
-    assert "collapsed" not in gh_pruning.report(trained)["gh_pruning-table"]

@@ -7,8 +7,6 @@ from typing import Any
 
 import pandas as pd
 
-from lipgnn.results.stats import MIN_SEEDS
-
 PAPER = "guan_he"
 EXPERIMENT = "gh_depth"
 ARCHITECTURES = ("pre", "post", "nonlocal")
@@ -97,45 +95,11 @@ def completed_san(frame: pd.DataFrame) -> pd.DataFrame:
     return out[out["arch"] != "other"]
 
 
-def collapsed(diagnostics: dict) -> bool:
-    """Whether a trained model's validation and test accuracy stay the same whichever single block is skipped
-    (the pruning diagnostics, eval mode): its output no longer depends on its layers, as for a model stuck at
-    the majority class. Such a model cannot show what its layers do (Fig. 2, Table 8)."""
-    pruning = diagnostics.get("pruning") if isinstance(diagnostics, dict) else None
-    if not pruning or "none" not in pruning or len(pruning) < 2:
-        return False
-    return all(value == pruning["none"] for key, value in pruning.items() if key != "none")
-
-
 def compared_depth(runs: pd.DataFrame, archs: tuple[str, ...] = ("nonlocal", "pre")) -> int | None:
-    """The depth at which ``archs`` are compared: the deepest where each has at least ``MIN_SEEDS`` runs that did
-    not collapse (:func:`collapsed`), else the deepest run for every one of them."""
-    live = runs[~runs["diagnostics"].map(collapsed)] if "diagnostics" in runs else runs
-    for frame, need in ((live, MIN_SEEDS), (runs, 1)):
-        counts = frame.groupby(["arch", "depth"]).size()
-        sets = [{int(d) for (a, d), c in counts.items() if a == arch and c >= need} for arch in archs]
-        common = set.intersection(*sets) if sets else set()
-        if common:
-            return max(common)
-    return None
-
-
-def collapsed_note(runs: pd.DataFrame, archs: tuple[str, ...] = ("nonlocal", "pre")) -> str:
-    """One sentence naming the deeper runs that collapsed, by architecture and depth ('' if none)."""
-    if runs.empty or "diagnostics" not in runs:
-        return ""
-    depth = compared_depth(runs, archs)
-    rows = runs[runs["arch"].isin(archs)]
-    parts = []
-    for (arch, d), group in rows.groupby(["arch", "depth"]):
-        n = int(group["diagnostics"].map(collapsed).sum())
-        if n and (depth is None or int(d) >= depth):
-            parts.append(f"{ARCH_LABELS[arch]} {int(d)} layers {n}/{len(group)}")
-    if not parts:
-        return ""
-    return (" Compared at the deepest depth where each architecture has at least "
-            f"{MIN_SEEDS} models that did not collapse (no single skipped layer changes their accuracy); "
-            "collapsed: " + ", ".join(parts) + ".")
+    """The deepest depth run for every one of ``archs`` (so that they are compared at one depth)."""
+    sets = [set(runs.loc[runs["arch"] == a, "depth"].astype(int)) for a in archs]
+    common = set.intersection(*sets) if sets else set()
+    return max(common) if common else None
 
 
 def budget_line(frame: pd.DataFrame) -> str:
@@ -151,7 +115,7 @@ def budget_line(frame: pd.DataFrame) -> str:
 
 
 __all__ = ["ARCHITECTURES", "ARCH_LABELS", "DATASETS", "DEPTHS", "EXPERIMENT", "PAPER", "architecture",
-           "budget_line", "collapsed", "collapsed_note", "compared_depth", "completed_san", "paper_accuracy"]
+           "budget_line", "compared_depth", "completed_san", "paper_accuracy"]
 
 
 def table_files(t: pd.DataFrame, markdown: str, float_format: str) -> dict[str, str]:

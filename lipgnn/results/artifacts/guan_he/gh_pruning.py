@@ -16,8 +16,6 @@ from lipgnn.results.artifacts.guan_he._common import (
     EXPERIMENT,
     PAPER,
     budget_line,
-    collapsed,
-    collapsed_note,
     compared_depth,
     completed_san,
     table_files,
@@ -53,9 +51,7 @@ def summary(frame: pd.DataFrame) -> pd.DataFrame:
     depth = compared_depth(runs)
     for _, group in runs.groupby("arch"):
         chosen = depth if depth is not None else group["depth"].max()
-        at = group[group["depth"] == chosen]
-        live = at[~at["diagnostics"].map(collapsed)]  # a collapsed model's layers show nothing
-        for r in (live if not live.empty else at).itertuples():
+        for r in group[group["depth"] == chosen].itertuples():
             pruning = r.diagnostics["pruning"]
             base = 100 * pruning["none"]["test"]
             for layer, paper_layer in positions(int(r.depth)):
@@ -88,10 +84,7 @@ def report(frame: pd.DataFrame) -> dict[str, str]:
     depths = sorted(t["depth"].unique()) if not t.empty else []
     note = (f" Pruned models have {', '.join(map(str, depths))} layers here, not the paper's 256 (cpu budget); "
             "final weights, not the best-validation checkpoint." if depths else "")
-    runs = completed_san(frame)
-    runs = runs[(runs["dataset"] == "cora") & runs["diagnostics"].map(lambda d: "pruning" in d)]
-    return {"gh_pruning-table": budget_line(completed_san(frame)) + note + collapsed_note(runs) + "\n\n"
-            + _markdown(t)}
+    return {"gh_pruning-table": budget_line(completed_san(frame)) + note + "\n\n" + _markdown(t)}
 
 
 def claims(frame: pd.DataFrame) -> list[Claim]:

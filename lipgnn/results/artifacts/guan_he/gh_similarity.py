@@ -18,8 +18,6 @@ from lipgnn.results.artifacts.guan_he._common import (
     EXPERIMENT,
     PAPER,
     budget_line,
-    collapsed,
-    collapsed_note,
     compared_depth,
     completed_san,
     table_files,
@@ -33,22 +31,16 @@ COLUMNS = ["architecture", "dataset", "depth", "seed", "mean_all", "mean_adjacen
            "min"]
 
 
-def _similar(frame: pd.DataFrame) -> pd.DataFrame:
-    runs = completed_san(frame)
-    return runs[(runs["dataset"] == "cora") & runs["diagnostics"].map(lambda d: "similarity" in d)]
-
-
 def deepest(frame: pd.DataFrame) -> pd.DataFrame:
     """The Cora records with a similarity matrix at the deepest depth run for both nonlocal Post-LN and Pre-LN
     (per architecture its deepest, while no depth has both)."""
-    runs = _similar(frame)
+    runs = completed_san(frame)
+    runs = runs[(runs["dataset"] == "cora") & runs["diagnostics"].map(lambda d: "similarity" in d)]
     if runs.empty:
         return runs
     depth = compared_depth(runs)
-    if depth is not None:  # nonlocal and Pre-LN at the deepest depth both have (models that did not collapse)
-        at = runs[runs["depth"] == depth]
-        live = at[~at["diagnostics"].map(collapsed)]
-        return live if not live.empty else at
+    if depth is not None:  # nonlocal and Pre-LN at the deepest depth both have
+        return runs[runs["depth"] == depth]
     keep = [g[g["depth"] == g["depth"].max()] for _, g in runs.groupby("arch")]
     return pd.concat(keep)
 
@@ -114,8 +106,7 @@ def figure(frame: pd.DataFrame):  # -> matplotlib.figure.Figure
 
 
 def report(frame: pd.DataFrame) -> dict[str, str]:
-    return {"gh_similarity-table": budget_line(completed_san(frame)) + collapsed_note(_similar(frame))
-            + " Final weights, eval mode. "
+    return {"gh_similarity-table": budget_line(completed_san(frame)) + " Final weights, eval mode. "
             "The paper shows Fig. 2 as heat maps only (no numbers).\n\n" + _markdown(summary(frame))}
 
 
