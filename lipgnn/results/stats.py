@@ -62,11 +62,16 @@ def t_interval(values: Iterable[float]) -> Interval:
 
 
 def paired_difference(a: pd.DataFrame | None, b: pd.DataFrame | None, value: str = "sel_test") -> Interval:
-    """t-interval of ``a[value] − b[value]`` over the seeds both have (non-diverged runs; one run per seed)."""
+    """t-interval of ``a[value] − b[value]`` over the seeds both have (non-diverged runs; one run per seed). Frames
+    without a ``diverged`` column hold finished runs only (e.g. completed records)."""
     if a is None or b is None or a.empty or b.empty:
         return Interval(0, math.nan, math.nan, math.nan)
-    left = a[~a["diverged"].astype(bool)].groupby("seed")[value].mean()
-    right = b[~b["diverged"].astype(bool)].groupby("seed")[value].mean()
+
+    def per_seed(runs: pd.DataFrame) -> pd.Series:
+        kept = runs[~runs["diverged"].astype(bool)] if "diverged" in runs else runs
+        return kept.groupby("seed")[value].mean()
+
+    left, right = per_seed(a), per_seed(b)
     both = left.index.intersection(right.index)
     return t_interval((left[both] - right[both]).tolist())
 

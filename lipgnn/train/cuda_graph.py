@@ -97,7 +97,7 @@ class GraphedStep:
             self._batch, self._rows = moved, rows
             self.y_rows = moved.y.index_select(0, rows)
         else:
-            if self._rows is None or not torch.equal(rows, self._rows):
+            if not torch.equal(rows, self._rows):
                 raise ConfigError("train.cuda_graphs=true replays one full-batch step, but the training rows "
                                   "changed between epochs; use train.cuda_graphs=false for this dataset")
             for key in FIELDS:
@@ -158,13 +158,11 @@ class GraphedStep:
 
 def cached_tensors(model: nn.Module) -> list[object]:
     """What the layers cache between forwards (read by address in a captured step): the CSR views of the
-    graphs met so far, each module's self-looped edge index and sparse feature copy, the kernels' flat
-    index."""
+    graphs met so far, each module's self-looped edge index and sparse feature copy. (The compiled CPU loops'
+    caches are never captured.)"""
     from lipgnn.nn.fused import graph as csr
-    from lipgnn.nn.fused import kernels
 
     held: list[object] = [entry[2] for entry in csr._CACHE.values()]
-    held.append(kernels._FLAT_INDEX[2])
     for module in model.modules():
         held.extend(getattr(module, name) for name in ("_loops_cache", "_seen") if getattr(module, name, None))
     return held

@@ -186,8 +186,8 @@ class Trainer:
                     scheduler.step(val_loss if cfg.plateau_mode == "min" else train_metric)
                 if track_train:
                     self._track_train(state, epoch, train_metric, scores)
-                metrics = {"loss": loss, "val_loss": val_loss, "lr": float(optimizer.param_groups[0]["lr"]),
-                           **scores}
+                # The rate _append recorded: read once (on CUDA a rate held in a tensor costs a device sync).
+                metrics = {"loss": loss, "val_loss": val_loss, "lr": state.history["lr"][-1], **scores}
                 if norms is not None:
                     metrics.update({f"grad_norm/layer_{i}": value for i, value in enumerate(norms)})
                 self.logger.log_epoch(metrics, step=epoch)

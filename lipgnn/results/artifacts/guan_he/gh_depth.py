@@ -19,7 +19,7 @@ from lipgnn.results.artifacts.guan_he._common import (
     paper_accuracy,
     table_files,
 )
-from lipgnn.results.stats import Interval, greater, t_interval
+from lipgnn.results.stats import Interval, greater, paired_difference
 from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, NOT_RUN, TIE, TOO_FEW_SEEDS, UNDER_BUDGET, Claim
 
 #: How far (a fraction of accuracy) the deepest Pre-LN model's validation accuracy may sit below the 2-layer
@@ -79,13 +79,10 @@ def _cell(t: pd.DataFrame, arch: str, depth: int, col: str) -> float | None:
 
 def _paired(runs: pd.DataFrame, arch_a: str, depth_a: int, arch_b: str, depth_b: int, split: str) -> Interval:
     """t-interval of ``a − b`` in best-epoch ``split`` accuracy on Cora, paired by seed (same split and init)."""
-    def per_seed(arch: str, depth: int) -> pd.Series:
-        rows = runs[(runs["arch"] == arch) & (runs["dataset"] == "cora") & (runs["depth"].astype(int) == depth)]
-        return rows.groupby("seed")[f"best_{split}"].mean()
+    def rows(arch: str, depth: int) -> pd.DataFrame:
+        return runs[(runs["arch"] == arch) & (runs["dataset"] == "cora") & (runs["depth"].astype(int) == depth)]
 
-    a, b = per_seed(arch_a, depth_a), per_seed(arch_b, depth_b)
-    both = a.index.intersection(b.index)
-    return t_interval((a[both] - b[both]).tolist())
+    return paired_difference(rows(arch_a, depth_a), rows(arch_b, depth_b), f"best_{split}")
 
 
 def _all_of(verdicts: list[str]) -> str:
@@ -110,16 +107,13 @@ def claims(frame: pd.DataFrame) -> list[Claim]:
     # accuracy is at most DEGRADATION_MARGIN below the 2-layer model's, judged on the paired per-seed difference
     # (same seed = same split and init) with the suite's t-interval rule (lipgnn.results.stats.greater).
     runs = completed_san(frame)
-    pre_runs = runs[(runs["arch"] == "pre") & (runs["dataset"] == "cora")] if not runs.empty else runs
     pre = [(d, _cell(t, "pre", d, "ours_val")) for d in depths]
     pre = [p for p in pre if p[1] is not None]
     if len(pre) < 2:
         verdict, evidence = NOT_RUN, "fewer than two Pre-LN depths run"
     else:
         shallow, deep = pre[0][0], pre[-1][0]
-        per_seed = pre_runs.groupby(["depth", "seed"])["best_val"].mean()
-        seeds = sorted(set(per_seed[shallow].index) & set(per_seed[deep].index))
-        diff = t_interval([per_seed[deep][s] - per_seed[shallow][s] for s in seeds])
+        diff = _paired(runs, "pre", deep, "pre", shallow, "val")
         verdict = greater(diff, margin=-DEGRADATION_MARGIN)
         evidence = ("Cora Pre-LN val " + ", ".join(f"{d} layers {v:.1f}" for d, v in pre)
                     + f" (paper 86.3 → 87.8 from 2 to 256 layers); {deep} − {shallow} layers {diff.text()} seeds "
