@@ -11,15 +11,17 @@ from lipgnn.results.artifacts.guan_he._common import architecture, paper_accurac
 from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS, TIE, TOO_FEW_SEEDS, UNDER_BUDGET
 
 
-def _config(arch: str, depth: int) -> dict:
+def _config(arch: str, depth: int, epochs: int = 100) -> dict:
     return {"model": {"name": "san", "layer_norm": "pre" if arch == "pre" else "post",
                       "nonlocal": arch == "nonlocal"},
-            "train": {"epochs": 100, "warmup_epochs": 0 if arch == "pre" else 20}, "budget": {"name": "cpu"},
-            "depth": depth}
+            "train": {"epochs": epochs, "warmup_epochs": 0 if arch == "pre" else epochs // 5},
+            "budget": {"name": "cpu"}, "depth": depth}
 
 
-def _record(arch: str, depth: int, acc: float, diagnostics: dict | None = None, seed: int = 0) -> dict:
-    return {"status": "completed", "dataset": "cora", "depth": depth, "seed": seed, "config": _config(arch, depth),
+def _record(arch: str, depth: int, acc: float, diagnostics: dict | None = None, seed: int = 0,
+            epochs: int = 100) -> dict:
+    return {"status": "completed", "dataset": "cora", "depth": depth, "seed": seed,
+            "config": _config(arch, depth, epochs),
             "best_train": acc, "best_val": acc - 0.05, "best_test": acc - 0.1, "diagnostics": diagnostics or {}}
 
 
@@ -195,3 +197,46 @@ def test_nonlocal_trainability_is_judged_per_seed_at_every_depth_from_128(leads:
     assert claim.quote.startswith("Crucially, unlike Post-LN") and claim.verdict == verdict
     assert "at 128 layers" in claim.evidence and "at 256 layers" in claim.evidence
     assert "at 64 layers" not in claim.evidence
+
+
+def test_depth_claims_are_judged_on_the_longest_budget_that_can_judge_them() -> None:
+    """Records of two training budgets: the table keeps them apart (one row per epochs), each claim is judged on the
+    longest budget that ran its depths and seeds, and the evidence gives the other budget's verdict."""
+    rows = []
+    for seed in range(3):
+        # 100 epochs: nonlocal level with Post-LN at 256 layers (tie); 500 epochs: nonlocal 40 points ahead.
+        rows += [_record(a, d, acc + 0.01 * seed, seed=seed) for a, d, acc in
+                 (("post", 2, 0.9), ("post", 256, 0.3), ("nonlocal", 256, 0.3 + (0.02, -0.02, 0.0)[seed]))]
+        rows += [_record(a, d, acc + 0.01 * seed, seed=seed, epochs=500) for a, d, acc in
+                 (("post", 2, 0.95), ("post", 256, 0.3), ("nonlocal", 256, 0.7))]
+    # A 500-epoch Pre-LN model at one depth only: the Pre-LN claim falls back to the 100-epoch runs.
+    rows += [_record("pre", d, 0.9, seed=s) for d in (2, 256) for s in range(3)]
+    rows += [_record("pre", 2, 0.9, seed=s, epochs=500) for s in range(3)]
+    frame = pd.DataFrame(rows)
+    table = gh_depth.summary(frame)
+    assert sorted(set(zip(table["architecture"], table["depth"], table["epochs"], strict=True))) == sorted(
+        {("post", 2, 100), ("post", 256, 100), ("nonlocal", 256, 100), ("pre", 2, 100), ("pre", 256, 100),
+         ("post", 2, 500), ("post", 256, 500), ("nonlocal", 256, 500), ("pre", 2, 500)})
+    assert table[(table["architecture"] == "nonlocal") & (table["epochs"] == 500)]["ours_train"].iloc[0] == 71.0
+    pre, collapse, lead = gh_depth.claims(frame)
+    assert lead.verdict == HOLDS and lead.evidence.startswith("at 500 epochs:")
+    assert "at 100 epochs: tie" in lead.evidence and lead.n_runs == 12  # every 500-epoch run
+    assert collapse.verdict == HOLDS and collapse.evidence.startswith("at 500 epochs:")
+    assert pre.verdict == HOLDS and pre.evidence.startswith("at 100 epochs:")
+    assert "at 500 epochs: not run" in pre.evidence
+
+
+def test_trained_model_diagnostics_read_the_longest_budget_with_deep_models_of_both() -> None:
+    """gh_similarity and gh_pruning compare trained models of one budget: the longest in which nonlocal Post-LN and
+    Pre-LN both have deep models, never a mix of budgets at one depth."""
+    sim = {"similarity": np.eye(3).tolist(), "pruning": {k: {"val": 0.5, "test": 0.5} for k in
+                                                             ("none", *map(str, range(1, 257)))}}
+    rows = [_record(a, 256, 0.5, sim, seed=s) for a in ("nonlocal", "pre") for s in range(3)]
+    rows += [_record(a, 256, 0.5, sim, seed=s, epochs=500) for a in ("nonlocal", "pre") for s in range(2)]
+    rows += [_record("nonlocal", 256, 0.5, sim, seed=0, epochs=1000)]  # no Pre-LN model at 1000 epochs
+    frame = pd.DataFrame(rows)
+    assert set(gh_similarity.deepest(frame)["epochs"]) == {500}
+    assert len(gh_similarity.deepest(frame)) == 4
+    assert set(gh_pruning.pruned_runs(frame)["epochs"]) == {500}
+    assert gh_pruning.summary(frame).groupby(["architecture", "seed"]).ngroups == 4
+    assert "not the paper's 256" not in gh_pruning.report(frame)["gh_pruning-table"]

@@ -84,11 +84,13 @@ def architecture(config: dict[str, Any]) -> str:
 
 
 def completed_san(frame: pd.DataFrame) -> pd.DataFrame:
-    """Completed SAN records with an ``arch`` column, ``diagnostics`` always a dict."""
+    """Completed SAN records with ``arch`` and ``epochs`` (the training budget) columns, ``diagnostics`` always a
+    dict."""
     if frame.empty:
-        return frame.assign(arch=pd.Series(dtype=str))
+        return frame.assign(arch=pd.Series(dtype=str), epochs=pd.Series(dtype=int))
     out = frame[frame["status"] == "completed"].copy()
     out["arch"] = [architecture(c) for c in out["config"]]
+    out["epochs"] = [int(c["train"]["epochs"]) for c in out["config"]]
     if "diagnostics" not in out:
         out["diagnostics"] = [{} for _ in range(len(out))]
     out["diagnostics"] = [d if isinstance(d, dict) else {} for d in out["diagnostics"]]
@@ -100,6 +102,17 @@ def compared_depth(runs: pd.DataFrame, archs: tuple[str, ...] = ("nonlocal", "pr
     sets = [set(runs.loc[runs["arch"] == a, "depth"].astype(int)) for a in archs]
     common = set.intersection(*sets) if sets else set()
     return max(common) if common else None
+
+
+def longest_trained(runs: pd.DataFrame, archs: tuple[str, ...], min_depth: int) -> pd.DataFrame:
+    """The runs of the longest training budget (``epochs``) in which every one of ``archs`` has a model of at least
+    ``min_depth`` layers; all runs when no budget has. The paper trains 5000 epochs, so where the records hold
+    several reduced budgets, the trained-model diagnostics read the one closest to it."""
+    for epochs in sorted(set(runs["epochs"]), reverse=True):
+        chosen = runs[runs["epochs"] == epochs]
+        if all(((chosen["arch"] == a) & (chosen["depth"].astype(int) >= min_depth)).any() for a in archs):
+            return chosen
+    return runs
 
 
 def budget_line(frame: pd.DataFrame) -> str:
@@ -115,7 +128,7 @@ def budget_line(frame: pd.DataFrame) -> str:
 
 
 __all__ = ["ARCHITECTURES", "ARCH_LABELS", "DATASETS", "DEPTHS", "EXPERIMENT", "PAPER", "architecture",
-           "budget_line", "compared_depth", "completed_san", "paper_accuracy"]
+           "budget_line", "compared_depth", "completed_san", "longest_trained", "paper_accuracy"]
 
 
 def table_files(t: pd.DataFrame, markdown: str, float_format: str) -> dict[str, str]:

@@ -20,6 +20,7 @@ from lipgnn.results.artifacts.guan_he._common import (
     budget_line,
     compared_depth,
     completed_san,
+    longest_trained,
     table_files,
 )
 from lipgnn.results.stats import MIN_SEEDS, greater, t_interval
@@ -32,12 +33,13 @@ COLUMNS = ["architecture", "dataset", "depth", "seed", "mean_all", "mean_adjacen
 
 
 def deepest(frame: pd.DataFrame) -> pd.DataFrame:
-    """The Cora records with a similarity matrix at the deepest depth run for both nonlocal Post-LN and Pre-LN
-    (per architecture its deepest, while no depth has both)."""
+    """The Cora records with a similarity matrix, of the longest training budget with deep nonlocal Post-LN and
+    Pre-LN models, at the deepest depth run for both (per architecture its deepest, while no depth has both)."""
     runs = completed_san(frame)
     runs = runs[(runs["dataset"] == "cora") & runs["diagnostics"].map(lambda d: "similarity" in d)]
     if runs.empty:
         return runs
+    runs = longest_trained(runs, ("nonlocal", "pre"), MIN_DEPTH)
     depth = compared_depth(runs)
     if depth is not None:  # nonlocal and Pre-LN at the deepest depth both have
         return runs[runs["depth"] == depth]
@@ -106,7 +108,7 @@ def figure(frame: pd.DataFrame):  # -> matplotlib.figure.Figure
 
 
 def report(frame: pd.DataFrame) -> dict[str, str]:
-    return {"gh_similarity-table": budget_line(completed_san(frame)) + " Final weights, eval mode. "
+    return {"gh_similarity-table": budget_line(deepest(frame)) + " Final weights, eval mode. "
             "The paper shows Fig. 2 as heat maps only (no numbers).\n\n" + _markdown(summary(frame))}
 
 
