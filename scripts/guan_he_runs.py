@@ -70,22 +70,18 @@ BUDGETS: dict[str, dict[str, Any]] = {
 
 @torch.no_grad()
 def trained_diagnostics(model: torch.nn.Module, data: Any) -> dict[str, Any]:
-    """Similarity matrix of the layer outputs and single-block pruning accuracies (eval mode)."""
+    """Similarity matrix of the layer outputs and single-block pruning accuracies (eval mode), from one pass that
+    keeps every block's output and restarts each pruned pass there (``DeepGNN.pruned_logits``)."""
     model.eval()
-    outputs: list[Tensor] = []
-    hooks = [model.encoder.register_forward_hook(lambda m, i, o: outputs.append(o))]
-    hooks += [b.register_forward_hook(lambda m, i, o: outputs.append(o)) for b in model.blocks]
-    logits = model(data.x, data.edge_index)
-    for h in hooks:
-        h.remove()
 
     def acc(out: Tensor, mask: Tensor) -> float:
         return float((out[mask].argmax(-1) == data.y[mask]).float().mean())
 
-    pruning = {"none": {"val": acc(logits, data.val_mask), "test": acc(logits, data.test_mask)}}
-    for k in range(model.depth):
-        out = model(data.x, data.edge_index, skip_blocks={k})
-        pruning[str(k + 1)] = {"val": acc(out, data.val_mask), "test": acc(out, data.test_mask)}
+    pruning, outputs = {}, []
+    for k, logits, states in model.pruned_logits(data.x, data.edge_index):
+        pruning["none" if k is None else str(k + 1)] = {"val": acc(logits, data.val_mask),
+                                                       "test": acc(logits, data.test_mask)}
+        outputs = states
     sim = cosine_similarity_matrix(outputs)
     return {"similarity": [[round(float(v), 5) for v in row] for row in sim], "pruning": pruning}
 

@@ -329,3 +329,38 @@ def test_gh_energy_artifact_cells_and_claims_from_records() -> None:
     assert evo.loc["pre", "law"] == "power-law growth" and evo.loc["pre", "power_slope"] == pytest.approx(0.5, abs=0.1)
     assert evo.loc["post", "law"] == "exponential decay" and evo.loc["post", "exp_rate"] == pytest.approx(0.1)
     assert set(gh_energy.table(df)) == {"csv", "md", "tex"}
+
+
+@needs_san
+@pytest.mark.parametrize(("variant", "n"), [("san_postln", 60), ("san_nonlocal", 2100), ("san_preln", 2100)])
+def test_pruned_logits_equal_separate_pruned_passes(variant: str, n: int) -> None:
+    """DeepGNN.pruned_logits restarts each pruned pass from the stored output of the block before it: its logits
+    must equal the model's own forward with that block skipped, bit for bit, also where the stack runs relabelled
+    for locality (2,100 nodes, 8 blocks); its states are the encoder and block outputs."""
+    from torch_geometric import seed_everything
+
+    from lipgnn.data.spec import DataSpec
+    from lipgnn.models import build_model
+    from lipgnn.nn.fused import locality
+    from tests.conftest import compose_cfg
+
+    depth = 8
+    edge_index = random_graph(n, min(0.08, 6 / n), seed=3)
+    x = torch.randn(n, 16, generator=seeded(1))
+    cfg = compose_cfg([f"variant={variant}", f"depth={depth}", "model.impl=fused"])
+    seed_everything(0)
+    model = build_model(cfg.model, cfg.norm, DataSpec(16, 3), depth).eval()
+    relabels = locality.stack_graph(model.blocks, model.prepare_edges(edge_index, n), model.encode(x)) is not None
+    assert relabels == (n > 2048)
+    items = list(model.pruned_logits(x, edge_index))
+    assert [k for k, _, _ in items] == [None, *range(depth)]
+    with torch.no_grad():
+        assert torch.equal(items[0][1], model(x, edge_index))
+        for k, logits, _ in items[1:]:
+            assert torch.equal(logits, model(x, edge_index, skip_blocks={k}))
+    states = items[0][2]
+    assert len(states) == depth + 1 and all(s.shape == (n, states[0].size(1)) for s in states)
+    if not relabels:
+        traced = trace_layers(model, x, edge_index)
+        for a, b in zip(states, traced, strict=True):
+            torch.testing.assert_close(a, b)

@@ -11,7 +11,7 @@ r"""The deep GNN every experiment trains: encoder → ``depth`` message-passing 
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -143,6 +143,42 @@ class DeepGNN(nn.Module):
             h = h.index_select(0, relabelled.inverse)
         h = F.dropout(h, p=self.head_dropout, training=self.training)
         return self.head(h)
+
+    @torch.no_grad()
+    def pruned_logits(self, x: Tensor, edge_index: Tensor,
+                      edge_attr: Tensor | None = None) -> Iterator[tuple[int | None, Tensor, list[Tensor]]]:
+        """Guan & He §5's single-block pruning at evaluation, for every block: items ``(k, logits, states)``, first
+        ``k = None`` (the whole model), then each block ``k`` (0-based) skipped, the logits equal to
+        ``self(x, edge_index, edge_attr, skip_blocks={k})`` in the current mode; ``states`` is the unpruned model's
+        encoder output and block outputs (``depth + 1`` tensors, in the blocks' node order), the same list each time.
+
+        Skipping block ``k`` leaves blocks ``0..k-1`` as they are, so each pruned pass starts from the stored output
+        of block ``k - 1`` and runs only blocks ``k+1..``: about half the block calls of ``depth`` separate passes,
+        for ``depth + 1`` stored hidden states."""
+        if not self.uses_edge_attr:
+            edge_attr = None
+        edge_index = self.prepare_edges(edge_index, x.size(0))
+        h = x_0 = self.encode(x)
+        relabelled = locality.stack_graph(self.blocks, edge_index, h) if self.locality_order and edge_attr is None \
+            else None
+        if relabelled is not None:
+            edge_index = relabelled.graph
+            h = x_0 = h.index_select(0, relabelled.graph.node_order)
+
+        def logits(out: Tensor) -> Tensor:
+            if relabelled is not None:
+                out = out.index_select(0, relabelled.inverse)
+            return self.head(F.dropout(out, p=self.head_dropout, training=self.training))
+
+        states = [h]
+        for block in self.blocks:
+            states.append(block(states[-1], edge_index, edge_attr, x_0))
+        yield None, logits(states[-1]), states
+        for k in range(self.depth):
+            h = states[k]
+            for block in list(self.blocks)[k + 1:]:
+                h = block(h, edge_index, edge_attr, x_0)
+            yield k, logits(h), states
 
     def extra_repr(self) -> str:
         return (
