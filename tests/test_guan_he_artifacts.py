@@ -228,15 +228,20 @@ def test_depth_claims_are_judged_on_the_longest_budget_that_can_judge_them() -> 
 
 def test_trained_model_diagnostics_read_the_longest_budget_with_deep_models_of_both() -> None:
     """gh_similarity and gh_pruning compare trained models of one budget: the longest in which nonlocal Post-LN and
-    Pre-LN both have deep models, never a mix of budgets at one depth."""
+    Pre-LN both have deep models from the three seeds a verdict needs, never a mix of budgets at one depth."""
     sim = {"similarity": np.eye(3).tolist(), "pruning": {k: {"val": 0.5, "test": 0.5} for k in
                                                              ("none", *map(str, range(1, 257)))}}
-    rows = [_record(a, 256, 0.5, sim, seed=s) for a in ("nonlocal", "pre") for s in range(3)]
-    rows += [_record(a, 256, 0.5, sim, seed=s, epochs=500) for a in ("nonlocal", "pre") for s in range(2)]
-    rows += [_record("nonlocal", 256, 0.5, sim, seed=0, epochs=1000)]  # no Pre-LN model at 1000 epochs
+    rows = [_record(a, 256, 0.5, sim, seed=s) for a in ("nonlocal", "pre") for s in range(5)]
+    rows += [_record(a, 256, 0.5, sim, seed=s, epochs=500) for a in ("nonlocal", "pre") for s in range(3)]
+    rows += [_record("nonlocal", 256, 0.5, sim, seed=s, epochs=1000) for s in range(3)]  # no Pre-LN model
+    rows += [_record(a, 256, 0.5, sim, seed=0, epochs=2000) for a in ("nonlocal", "pre")]  # one seed each
     frame = pd.DataFrame(rows)
     assert set(gh_similarity.deepest(frame)["epochs"]) == {500}
-    assert len(gh_similarity.deepest(frame)) == 4
+    assert len(gh_similarity.deepest(frame)) == 6
     assert set(gh_pruning.pruned_runs(frame)["epochs"]) == {500}
-    assert gh_pruning.summary(frame).groupby(["architecture", "seed"]).ngroups == 4
+    assert gh_pruning.summary(frame).groupby(["architecture", "seed"]).ngroups == 6
+    # with no budget holding three seeds of both, the longest with any
+    epochs = frame["config"].map(lambda c: c["train"]["epochs"])
+    one_seed = frame[(epochs != 500) & ((epochs != 100) | (frame["seed"] == 0))]
+    assert set(gh_similarity.deepest(one_seed)["epochs"]) == {2000}
     assert "not the paper's 256" not in gh_pruning.report(frame)["gh_pruning-table"]
