@@ -74,15 +74,16 @@ def trained_diagnostics(model: torch.nn.Module, data: Any) -> dict[str, Any]:
     keeps every block's output and restarts each pruned pass there (``DeepGNN.pruned_logits``)."""
     model.eval()
 
-    def acc(out: Tensor, mask: Tensor) -> float:
-        return float((out[mask].argmax(-1) == data.y[mask]).float().mean())
+    def scores(out: Tensor) -> dict[str, float]:
+        return {s: float((out[m].argmax(-1) == data.y[m]).float().mean()) for s, m in
+                (("val", data.val_mask), ("test", data.test_mask))}
 
-    pruning, outputs = {}, []
-    for k, logits, states in model.pruned_logits(data.x, data.edge_index):
-        pruning["none" if k is None else str(k + 1)] = {"val": acc(logits, data.val_mask),
-                                                       "test": acc(logits, data.test_mask)}
-        outputs = states
-    sim = cosine_similarity_matrix(outputs)
+    passes = model.pruned_logits(data.x, data.edge_index)
+    _, logits, states = next(passes)  # the whole model, and its encoder and block outputs
+    pruning = {"none": scores(logits)}
+    for k, logits, _ in passes:
+        pruning[str(k + 1)] = scores(logits)
+    sim = cosine_similarity_matrix(states)
     return {"similarity": [[round(float(v), 5) for v in row] for row in sim], "pruning": pruning}
 
 

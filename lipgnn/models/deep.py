@@ -12,6 +12,7 @@ r"""The deep GNN every experiment trains: encoder → ``depth`` message-passing 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -20,6 +21,10 @@ from torch.utils.checkpoint import checkpoint
 from torch_geometric.utils import add_self_loops, remove_self_loops
 
 from lipgnn.nn.fused import locality
+
+if TYPE_CHECKING:
+    from lipgnn.nn.fused.graph import CSRGraph
+    from lipgnn.nn.fused.locality import Relabelled
 
 
 class DeepGNN(nn.Module):
@@ -115,20 +120,34 @@ class DeepGNN(nn.Module):
         self._loops_cache = (edge_index, looped)
         return looped
 
-    def forward(
-        self, x: Tensor, edge_index: Tensor, edge_attr: Tensor | None = None, skip_blocks: Collection[int] = ()
-    ) -> Tensor:
+    def _stack_inputs(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor | None,
+                      ) -> tuple[Tensor, Tensor | CSRGraph, Tensor | None, Relabelled | None]:
+        """``(x_0, edges, edge_attr, relabelled)``: the encoded input and the graph the blocks run on, relabelled
+        for locality where :func:`~lipgnn.nn.fused.locality.stack_graph` says so (``relabelled`` then maps back)."""
         if not self.uses_edge_attr:
             edge_attr = None
         edge_index = self.prepare_edges(edge_index, x.size(0))
-        h = x_0 = self.encode(x)
+        h = self.encode(x)
         relabelled = None
         if self.locality_order and edge_attr is None:
             relabelled = locality.stack_graph(self.blocks, edge_index, h)
+        if relabelled is None:
+            return h, edge_index, edge_attr, None
+        # The blocks run on the graph relabelled for locality, with the caller's dropout masks.
+        return h.index_select(0, relabelled.graph.node_order), relabelled.graph, edge_attr, relabelled
+
+    def _readout(self, h: Tensor, relabelled: Relabelled | None) -> Tensor:
+        """The logits of the last block's output ``h`` (in the caller's node order)."""
         if relabelled is not None:
-            # The blocks run on the graph relabelled for locality, with the caller's dropout masks.
-            edge_index = relabelled.graph
-            h = x_0 = h.index_select(0, relabelled.graph.node_order)
+            h = h.index_select(0, relabelled.inverse)
+        h = F.dropout(h, p=self.head_dropout, training=self.training)
+        return self.head(h)
+
+    def forward(
+        self, x: Tensor, edge_index: Tensor, edge_attr: Tensor | None = None, skip_blocks: Collection[int] = ()
+    ) -> Tensor:
+        x_0, edges, edge_attr, relabelled = self._stack_inputs(x, edge_index, edge_attr)
+        h = x_0
         use_checkpoint = self.checkpoint_activations and self.training and torch.is_grad_enabled()
         for index, block in enumerate(self.blocks):
             if index in skip_blocks:
@@ -136,13 +155,10 @@ class DeepGNN(nn.Module):
             if use_checkpoint:
                 # Non-reentrant checkpointing supports inputs without grad (edge_index) and keyword
                 # None inputs; preserve_rng_state (default) replays the same dropout masks.
-                h = checkpoint(block, h, edge_index, edge_attr, x_0, use_reentrant=False)
+                h = checkpoint(block, h, edges, edge_attr, x_0, use_reentrant=False)
             else:
-                h = block(h, edge_index, edge_attr, x_0)
-        if relabelled is not None:
-            h = h.index_select(0, relabelled.inverse)
-        h = F.dropout(h, p=self.head_dropout, training=self.training)
-        return self.head(h)
+                h = block(h, edges, edge_attr, x_0)
+        return self._readout(h, relabelled)
 
     @torch.no_grad()
     def pruned_logits(self, x: Tensor, edge_index: Tensor,
@@ -155,30 +171,17 @@ class DeepGNN(nn.Module):
         Skipping block ``k`` leaves blocks ``0..k-1`` as they are, so each pruned pass starts from the stored output
         of block ``k - 1`` and runs only blocks ``k+1..``: about half the block calls of ``depth`` separate passes,
         for ``depth + 1`` stored hidden states."""
-        if not self.uses_edge_attr:
-            edge_attr = None
-        edge_index = self.prepare_edges(edge_index, x.size(0))
-        h = x_0 = self.encode(x)
-        relabelled = locality.stack_graph(self.blocks, edge_index, h) if self.locality_order and edge_attr is None \
-            else None
-        if relabelled is not None:
-            edge_index = relabelled.graph
-            h = x_0 = h.index_select(0, relabelled.graph.node_order)
-
-        def logits(out: Tensor) -> Tensor:
-            if relabelled is not None:
-                out = out.index_select(0, relabelled.inverse)
-            return self.head(F.dropout(out, p=self.head_dropout, training=self.training))
-
-        states = [h]
-        for block in self.blocks:
-            states.append(block(states[-1], edge_index, edge_attr, x_0))
-        yield None, logits(states[-1]), states
-        for k in range(self.depth):
+        x_0, edges, edge_attr, relabelled = self._stack_inputs(x, edge_index, edge_attr)
+        blocks = list(self.blocks)
+        states = [x_0]
+        for block in blocks:
+            states.append(block(states[-1], edges, edge_attr, x_0))
+        yield None, self._readout(states[-1], relabelled), states
+        for k in range(len(blocks)):
             h = states[k]
-            for block in list(self.blocks)[k + 1:]:
-                h = block(h, edge_index, edge_attr, x_0)
-            yield k, logits(h), states
+            for block in blocks[k + 1:]:
+                h = block(h, edges, edge_attr, x_0)
+            yield k, self._readout(h, relabelled), states
 
     def extra_repr(self) -> str:
         return (
