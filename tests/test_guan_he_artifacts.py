@@ -109,6 +109,28 @@ def test_pruning_claim_holds_when_only_nonlocal_degrades() -> None:
     assert gh_pruning.claims(flipped)[0].verdict == DOES_NOT_HOLD
 
 
+def test_pruning_claim_is_the_deepest_depths_with_each_shallower_deep_depth_beside_it() -> None:
+    """The verdict is judged on the deepest depth both architectures ran (the paper's 256 layers); every shallower
+    depth from MIN_DEPTH is judged alike and shown in the evidence, and none below it."""
+    def pruning(depth: int, drop: float) -> dict:
+        return {"none": {"val": 0.8, "test": 0.8},
+                **{str(k): {"val": 0.8, "test": 0.8 - drop} for k in range(1, depth + 1)}}
+
+    frame = pd.DataFrame([_record("nonlocal", 64, 0.3, {"pruning": pruning(64, 0.0)}),
+                          _record("pre", 64, 0.9, {"pruning": pruning(64, 0.05)}),
+                          _record("nonlocal", 32, 0.9, {"pruning": pruning(32, 0.02)}),
+                          _record("pre", 32, 0.9, {"pruning": pruning(32, 0.0)}),
+                          _record("nonlocal", 2, 0.9, {"pruning": pruning(2, 0.02)}),
+                          _record("pre", 2, 0.9, {"pruning": pruning(2, 0.0)})])
+    assert set(gh_pruning.summary(frame)["depth"]) == {64}
+    assert set(gh_pruning.summary(frame, 32)["depth"]) == {32}
+    claim = gh_pruning.claims(frame)[0]
+    assert claim.verdict == DOES_NOT_HOLD
+    assert claim.evidence.startswith("nonlocal (64 layers, baseline 80.0): change +0.00 to +0.00 pts, 0/8")
+    assert f"; at 32 layers: {HOLDS} (nonlocal (32 layers" in claim.evidence
+    assert "at 2 layers" not in claim.evidence
+
+
 def test_similarity_and_pruning_compare_at_a_depth_both_architectures_have() -> None:
     prune = {"none": {"val": 0.8, "test": 0.8}, **{str(k): {"val": 0.8, "test": 0.8} for k in range(1, 65)}}
     diag = {"similarity": _similarity(32, 0.5), "pruning": prune}

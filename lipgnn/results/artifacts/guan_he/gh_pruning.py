@@ -53,10 +53,18 @@ def pruned_runs(frame: pd.DataFrame) -> pd.DataFrame:
     return longest_trained(runs, tuple(PAPER_PRUNED), MIN_DEPTH) if not runs.empty else runs
 
 
-def summary(frame: pd.DataFrame) -> pd.DataFrame:
+def common_depths(runs: pd.DataFrame) -> list[int]:
+    """Every depth of at least :data:`MIN_DEPTH` layers pruned for both architectures, deepest first."""
+    sets = [set(runs.loc[runs["arch"] == a, "depth"].astype(int)) for a in PAPER_PRUNED]
+    return sorted((d for d in set.intersection(*sets) if d >= MIN_DEPTH), reverse=True) if sets else []
+
+
+def summary(frame: pd.DataFrame, depth: int | None = None) -> pd.DataFrame:
+    """One row per (architecture, seed, pruned layer) at ``depth`` (default: the deepest depth both architectures
+    ran, the one the table shows)."""
     runs = pruned_runs(frame)
     rows = []
-    depth = compared_depth(runs)
+    depth = compared_depth(runs) if depth is None else depth
     for _, group in runs.groupby("arch"):
         chosen = depth if depth is not None else group["depth"].max()
         for r in group[group["depth"] == chosen].itertuples():
@@ -96,6 +104,27 @@ def report(frame: pd.DataFrame) -> dict[str, str]:
     return {"gh_pruning-table": budget_line(pruned_runs(frame)) + note + "\n\n" + _markdown(t)}
 
 
+def _judge(t: pd.DataFrame) -> tuple[str, str]:
+    """(verdict, evidence) of the claim on the pruned models of one depth."""
+    # One change per (architecture, pruned layer): the mean over the seeds trained (one seed: that model's).
+    per_layer = t.groupby(["architecture", "depth", "layer", "paper_layer"], as_index=False)["ours_change"].mean()
+    seeds = t.groupby("architecture")["seed"].nunique()
+    nl = per_layer[per_layer["architecture"] == "nonlocal"]
+    pre = per_layer[(per_layer["architecture"] == "pre") & (per_layer["paper_layer"] > 64)]
+    nl_degrades = bool((nl["ours_change"] < 0).all())
+    pre_negligible = bool((pre["ours_change"].abs() <= 0.5).all())
+    verdict = HOLDS if nl_degrades and pre_negligible else HOLDS_IN_PART if nl_degrades or pre_negligible \
+        else DOES_NOT_HOLD
+    over = "" if seeds.max() == 1 else f" (changes are means over {seeds['nonlocal']}/{seeds['pre']} seeds)"
+    evidence = (f"nonlocal ({int(nl['depth'].iloc[0])} layers, baseline "
+                f"{t.loc[t['architecture'] == 'nonlocal', 'ours_baseline'].mean():.1f}): change "
+                f"{nl['ours_change'].min():+.2f} to {nl['ours_change'].max():+.2f} pts, "
+                f"{int((nl['ours_change'] < 0).sum())}/{len(nl)} pruned layers lower; Pre-LN "
+                f"({int(pre['depth'].iloc[0]) if len(pre) else 0} layers) beyond the paper's 64/256: "
+                f"max |change| {pre['ours_change'].abs().max():.2f} pts (paper: 0.00){over}")
+    return verdict, evidence
+
+
 def claims(frame: pd.DataFrame) -> list[Claim]:
     t = summary(frame)
     quote = ("For the nonlocal SAN with Post-LN, pruning any intermediate layer leads to a degradation in accuracy "
@@ -107,20 +136,15 @@ def claims(frame: pd.DataFrame) -> list[Claim]:
     if int(t["depth"].min()) < MIN_DEPTH:
         return [Claim(PAPER, "§5", quote, CANNOT_JUDGE, f"only {int(t['depth'].min())}-layer models trained so far; "
                       f"the claim is about deep ones (>= {MIN_DEPTH} layers)", 0, "gh_pruning")]
-    # One change per (architecture, pruned layer): the mean over the seeds trained (one seed: that model's).
-    per_layer = t.groupby(["architecture", "depth", "layer", "paper_layer"], as_index=False)["ours_change"].mean()
-    seeds = t.groupby("architecture")["seed"].nunique()
-    nl = per_layer[per_layer["architecture"] == "nonlocal"]
-    pre = per_layer[(per_layer["architecture"] == "pre") & (per_layer["paper_layer"] > 64)]
-    nl_degrades = bool((nl["ours_change"] < 0).all())
-    pre_negligible = bool((pre["ours_change"].abs() <= 0.5).all())
-    verdict = HOLDS if nl_degrades and pre_negligible else HOLDS_IN_PART if nl_degrades or pre_negligible \
-        else DOES_NOT_HOLD
-    over = "" if seeds.max() == 1 else f" (changes are means over {seeds['nonlocal']}/{seeds['pre']} seeds)"
-    evidence = (f"nonlocal ({int(nl['depth'].iloc[0])} layers): change {nl['ours_change'].min():+.2f} to "
-                f"{nl['ours_change'].max():+.2f} pts, {int((nl['ours_change'] < 0).sum())}/{len(nl)} pruned layers "
-                f"lower; Pre-LN ({int(pre['depth'].iloc[0]) if len(pre) else 0} layers) beyond the paper's 64/256: "
-                f"max |change| {pre['ours_change'].abs().max():.2f} pts (paper: 0.00){over}")
+    # The verdict is the deepest common depth's (the paper prunes 256-layer models); the shallower deep models of
+    # the same budget are judged alike and shown beside it, since a model that has not trained at the deepest depth
+    # (the baseline in the evidence) has nothing to lose by pruning.
+    verdict, evidence = _judge(t)
+    deepest = int(t["depth"].iloc[0])
+    for depth in common_depths(pruned_runs(frame)):
+        if depth < deepest:
+            other, text = _judge(summary(frame, depth))
+            evidence += f"; at {depth} layers: {other} ({text})"
     return [Claim(PAPER, "§5", quote, verdict, evidence, int(t.groupby(["architecture", "seed"]).ngroups),
                   "gh_pruning")]
 
