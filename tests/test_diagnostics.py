@@ -15,6 +15,7 @@ from lipgnn.diagnostics import (
     GraphMeasure,
     cosine_similarity_matrix,
     energy,
+    evaluate,
     layer_energies,
     prune_single_layers,
     relative_energy,
@@ -364,3 +365,45 @@ def test_pruned_logits_equal_separate_pruned_passes(variant: str, n: int) -> Non
         traced = trace_layers(model, x, edge_index)
         for a, b in zip(states, traced, strict=True):
             torch.testing.assert_close(a, b)
+
+
+def test_prune_single_layers_takes_one_pass_on_a_full_batch_deep_gnn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a DeepGNN with one evaluation batch, prune_single_layers scores every pruned model from one
+    DeepGNN.pruned_logits pass (the chosen layers only, in their order, in eval mode), equal to scoring each model
+    with the block replaced by the identity; a mini-batched task runs the separate passes."""
+    from torch_geometric import seed_everything
+
+    from lipgnn.data.spec import DataSpec, TaskData
+    from lipgnn.models import build_model
+    from tests.conftest import compose_cfg
+
+    n, depth = 60, 6
+    data = type("D", (), {})()
+    data.x, data.edge_index = torch.randn(n, 16, generator=seeded(2)), random_graph(n, 0.1, seed=4)
+    data.y = torch.randint(0, 3, (n,), generator=seeded(3))
+    data.train_mask = data.val_mask = data.test_mask = torch.ones(n, dtype=torch.bool)
+    data.to = lambda device: data
+    cfg = compose_cfg(["variant=gat_lip", f"depth={depth}", "model.impl=fused"])
+    seed_everything(0)
+    model = build_model(cfg.model, cfg.norm, DataSpec(16, 3), depth).train()  # dropout 0.6: eval mode must be set
+
+    def task(batches: int) -> TaskData:
+        return TaskData(name="toy", spec=DataSpec(16, 3), metric="sum", train_batches=lambda g=None: [data],
+                        eval_batches=lambda: [data] * batches, score_fn=lambda out, y: float(out.double().sum()))
+
+    calls: list[list[int]] = []
+    one_pass = model.pruned_logits
+    monkeypatch.setattr(model, "pruned_logits", lambda *a, **kw: (calls.append(kw["skipped"]), one_pass(*a, **kw))[1])
+    rows = prune_single_layers(model, task(1), layers=[2, 5, 1])
+    assert calls == [[1, 4, 0]] and model.training
+    assert [r["pruned"] for r in rows] == [None, 2, 5, 1]
+    assert rows[0] == {"pruned": None, **evaluate(model, task(1))}
+    for row in rows[1:]:
+        with skip_blocks(model, [row["pruned"]]):
+            assert row == {"pruned": row["pruned"], **evaluate(model, task(1))}
+    assert len({r["test"] for r in rows}) == len(rows)  # each pruned model scores differently
+    calls.clear()
+    twice = prune_single_layers(model, task(2), layers=[5])
+    assert calls == [] and twice[1]["test"] == pytest.approx(2 * rows[2]["test"], rel=1e-6)
+    with pytest.raises(ValueError, match="layers 1..6"):
+        prune_single_layers(model, task(1), layers=[7])

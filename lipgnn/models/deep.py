@@ -11,7 +11,7 @@ r"""The deep GNN every experiment trains: encoder → ``depth`` message-passing 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import torch
@@ -161,23 +161,28 @@ class DeepGNN(nn.Module):
         return self._readout(h, relabelled)
 
     @torch.no_grad()
-    def pruned_logits(self, x: Tensor, edge_index: Tensor,
-                      edge_attr: Tensor | None = None) -> Iterator[tuple[int | None, Tensor, list[Tensor]]]:
-        """Guan & He §5's single-block pruning at evaluation, for every block: items ``(k, logits, states)``, first
-        ``k = None`` (the whole model), then each block ``k`` (0-based) skipped, the logits equal to
-        ``self(x, edge_index, edge_attr, skip_blocks={k})`` in the current mode; ``states`` is the unpruned model's
-        encoder output and block outputs (``depth + 1`` tensors, in the blocks' node order), the same list each time.
+    def pruned_logits(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor | None = None,
+                      skipped: Iterable[int] | None = None) -> Iterator[tuple[int | None, Tensor, list[Tensor]]]:
+        """Guan & He §5's single-block pruning at evaluation: items ``(k, logits, states)``, first ``k = None`` (the
+        whole model), then each block ``k`` of ``skipped`` (0-based, default every block, in that order) skipped, the
+        logits equal to ``self(x, edge_index, edge_attr, skip_blocks={k})`` in the current mode; ``states`` is the
+        unpruned model's encoder output and block outputs (``depth + 1`` tensors, in the blocks' node order), the
+        same list each time.
 
         Skipping block ``k`` leaves blocks ``0..k-1`` as they are, so each pruned pass starts from the stored output
         of block ``k - 1`` and runs only blocks ``k+1..``: about half the block calls of ``depth`` separate passes,
         for ``depth + 1`` stored hidden states."""
-        x_0, edges, edge_attr, relabelled = self._stack_inputs(x, edge_index, edge_attr)
         blocks = list(self.blocks)
+        order = range(len(blocks)) if skipped is None else [int(k) for k in skipped]
+        for k in order:
+            if not 0 <= k < len(blocks):
+                raise ValueError(f"cannot skip block {k}: the model has blocks 0..{len(blocks) - 1}")
+        x_0, edges, edge_attr, relabelled = self._stack_inputs(x, edge_index, edge_attr)
         states = [x_0]
         for block in blocks:
             states.append(block(states[-1], edges, edge_attr, x_0))
         yield None, self._readout(states[-1], relabelled), states
-        for k in range(len(blocks)):
+        for k in order:
             h = states[k]
             for block in blocks[k + 1:]:
                 h = block(h, edges, edge_attr, x_0)
