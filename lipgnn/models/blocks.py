@@ -32,6 +32,8 @@ from collections.abc import Sequence
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from lipgnn.nn.fused.sparse_input import SparseInputLinear
+
 #: How a block calls its conv: ``plain`` conv(x, edge_index) (GCN, GIN, GGNN), ``attention``
 #: conv(x, edge_index, edge_attr) (GAT, GT), ``initial`` conv(x, x_0, edge_index) (GCNII's GCN2Conv).
 CONV_CALLS = ("plain", "attention", "initial")
@@ -64,6 +66,27 @@ class EmbeddingSum(nn.Module):
         for k in range(1, len(self.embeddings)):
             out = out + self.embeddings[k](x[:, k])
         return out
+
+
+class DroppedInputMLP(nn.Sequential):
+    r"""An MLP encoder behind dropout on its input features, ``Sequential(Dropout_p, Linear, ...)`` (SAN's, Guan &
+    He §3.1):
+
+    .. math:: h = \mathrm{MLP}(\mathrm{Dropout}_p(X))
+
+    The same modules, order and ``state_dict`` as the plain ``nn.Sequential``. When the first linear layer is a
+    :class:`~lipgnn.nn.fused.sparse_input.SparseInputLinear`, the dropout and that layer run as its
+    :meth:`~lipgnn.nn.fused.sparse_input.SparseInputLinear.dropped` (the dropout drawn on the stored entries of
+    sparse features, equal in distribution), so the features keep their CSR copy from step to step.
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        if len(self) < 2 or not isinstance(self[0], nn.Dropout) or not isinstance(self[1], SparseInputLinear):
+            return super().forward(x)
+        h = self[1].dropped(x, self[0].p, self.training)
+        for layer in list(self)[2:]:
+            h = layer(h)
+        return h
 
 
 class GNNBlock(nn.Module):

@@ -55,7 +55,7 @@ from torch_geometric.nn.dense.linear import Linear as PygLinear
 from torch_geometric.nn.norm import LayerNorm, PairNorm
 
 from lipgnn.errors import ConfigError
-from lipgnn.models.blocks import LN_PLACEMENTS, EmbeddingSum, GNNBlock
+from lipgnn.models.blocks import LN_PLACEMENTS, DroppedInputMLP, EmbeddingSum, GNNBlock
 from lipgnn.models.deep import DeepGNN
 from lipgnn.models.nonlocal_mp import NONLOCAL_SOURCES, NonlocalScale
 from lipgnn.models.san import SANBlock
@@ -484,6 +484,6 @@ def _build_san(model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
         if act_cls is not None:
             layers.append(act_cls())
         layers.append(nn.Linear(hidden, hidden))
-        encoder = nn.Sequential(*layers)
+        encoder = DroppedInputMLP(*layers)
     return DeepGNN(encoder, blocks, nn.Linear(hidden, num_classes), self_loops=True, model_name=SAN_NAME,
                    norm_name=norm)

@@ -21,6 +21,13 @@ The CSR path runs on CPU, with the compiled loops available, for a feature tenso
 gradient and has at most :data:`MAX_DENSITY` non-zero entries (above it, measured on PubMed's shape,
 the dense GEMM is as fast). Everywhere else, CUDA included, it is exactly :class:`torch.nn.Linear`.
 Its parameters and ``state_dict`` are those of :class:`torch.nn.Linear`.
+
+**Dropout on the input features** (SAN's encoder, Guan & He §3.1: dropout, then the MLP):
+:meth:`SparseInputLinear.dropped` is ``self(F.dropout(x, p))``. Dropout keeps a zero a zero, so only the stored
+entries need a draw: each is kept with probability :math:`1 - p` and scaled by :math:`1 / (1 - p)`, as
+``F.dropout`` does to every entry (:func:`csr_dropout`). On Cora's ``[2708, 1433]`` features (1.3 % stored),
+``F.dropout`` draws 3.9 M Bernoulli variables and multiplies every entry (~60 ms a training step, one thread) and
+its output, a new tensor each step, can only take the dense product; here 49 k draws and the CSR product.
 """
 
 from __future__ import annotations
@@ -29,15 +36,27 @@ import warnings
 import weakref
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lipgnn.nn.fused import kernels
 
-__all__ = ["MAX_DENSITY", "SparseInputLinear"]
+__all__ = ["MAX_DENSITY", "SparseInputLinear", "csr_dropout"]
 
 #: Largest fraction of non-zero features for the CSR path. PubMed's shape ([19717, 500] → 64, one
 #: thread): forward + weight gradient take 19 ms sparse vs 47 ms dense at 10%, about even at 20%.
 MAX_DENSITY = 0.15
+
+
+def csr_dropout(x_csr: Tensor, p: float) -> Tensor:
+    r"""``F.dropout(x, p)`` of the CSR matrix ``x_csr`` (training mode): each stored entry :math:`v` becomes
+    :math:`v\, m / (1 - p)` with :math:`m \sim \mathrm{Bernoulli}(1 - p)` drawn from torch's generator, the
+    unstored zeros stay zero; the result has the same sparsity pattern (dropped entries stored as zeros)."""
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout probability must lie in [0, 1), got {p}")
+    values = x_csr.values()
+    kept = torch.empty_like(values).bernoulli_(1.0 - p).mul_(1.0 / (1.0 - p))
+    return torch.sparse_csr_tensor(x_csr.crow_indices(), x_csr.col_indices(), values * kept, x_csr.shape)
 
 
 class _CSRLinear(torch.autograd.Function):
@@ -80,6 +99,22 @@ class SparseInputLinear(nn.Linear):
             return super().forward(x)
         self.used_csr = True
         return _CSRLinear.apply(x_csr, self.weight, self.bias)
+
+    def dropped(self, x: Tensor, p: float, training: bool = True) -> Tensor:
+        """``self(F.dropout(x, p, training))``: where the CSR path takes ``x``, the dropout is drawn on its stored
+        entries (:func:`csr_dropout`) and multiplied in CSR form, so the features stay the constant tensor whose
+        CSR copy is kept; elsewhere exactly ``F.dropout`` and the dense product."""
+        if not training or p == 0.0:
+            return self(x)
+        x_csr = self._csr(x)
+        if x_csr is None:
+            # nn.Linear's product directly: self(...) would take the freshly dropped tensor for the features
+            # and forget x, whose CSR copy the next step builds.
+            return super().forward(F.dropout(x, p, training))
+        self.used_csr = True
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
+            return _CSRLinear.apply(csr_dropout(x_csr, p), self.weight, self.bias)
 
     def _csr(self, x: Tensor) -> Tensor | None:
         if (x.requires_grad or x.dim() != 2 or x.layout != torch.strided
