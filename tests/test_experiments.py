@@ -198,25 +198,31 @@ def test_fig5_extra_seeds_give_the_gat_comparisons_three_seeds(grid: str, depth:
     assert sorted(p["seed"] for p in pn) == [11, 12, 13]
 
 
-@pytest.mark.parametrize("experiment,size,cell", [
-    ("table1", 5 * 3 * 2 * 3,
-     {"dataset.name": "citeseer", "dataset.missing_rate": 100, "depth": 8, "norm.name": "lip"}),
-    ("table2", 2 * 2 * 3, {"dataset.name": "pubmed", "depth": 16, "norm.name": "lip"}),
+@pytest.mark.parametrize("experiment,grid,size,cell,seeds", [
+    ("table1", "table1_cpu_seeds", 5 * 3 * 2 * 3,
+     {"dataset.name": "citeseer", "dataset.missing_rate": 100, "depth": 8, "norm.name": "lip"}, (2,)),
+    ("table1", "table1_cpu_seeds_34", 5 * 3 * 2 * 3 * 2,
+     {"dataset.name": "pubmed", "dataset.missing_rate": 0, "depth": 2, "model.name": "ggnn"}, (3, 4)),
+    ("table2", "table2_cpu_seeds", 2 * 2 * 3, {"dataset.name": "pubmed", "depth": 16, "norm.name": "lip"}, (2,)),
 ])
-def test_third_seed_grids_give_every_cell_three_paired_seeds(experiment: str, size: int, cell: dict) -> None:
-    """conf/grid/table{1,2}_cpu_seeds.yaml: seed 2 of the cpu grid, with the run ids a plain launch of those points
-    gets, so that with seeds 0-1 every declared point has three seeds."""
-    jobs = sweep_jobs(experiment, ["budget=cpu", f"grid={experiment}_cpu_seeds"])
+def test_extra_seed_grids_give_every_table_cell_its_paired_seeds(experiment: str, grid: str, size: int, cell: dict,
+                                                                 seeds: tuple[int, ...]) -> None:
+    """conf/grid/table{1,2}_cpu_seeds.yaml: seed 2 of the cpu grid; table1_cpu_seeds_34.yaml: seeds 3 and 4; each
+    with the run ids a plain launch of those points gets, so that with seeds 0-1 every declared point has three
+    seeds (Table 1: the paper's five)."""
+    jobs = sweep_jobs(experiment, ["budget=cpu", f"grid={grid}"])
     assert len(jobs) == size
     for job in (jobs[0], jobs[-1]):
         cfg = compose_cfg(job)
-        assert (cfg.seed, cfg.train.epochs, cfg.train.lr) == (2, 200, 0.005)
+        assert cfg.seed in seeds and (cfg.train.epochs, cfg.train.lr) == (200, 0.005)
         plain = [o for o in job if not o.startswith("grid=")]
         assert run_id(cfg) == run_id(compose_cfg(plain))
+    assert {int(o.split("=")[1]) for job in jobs for o in job if o.startswith("seed=")} == set(seeds)
     from lipgnn.results.grid import declared_grid
 
+    declared = {"table1": [0, 1, 2, 3, 4], "table2": [0, 1, 2]}[experiment]
     points = [p for p in declared_grid(experiment, "cpu").points if all(p.get(k) == v for k, v in cell.items())]
-    assert sorted(p["seed"] for p in points) == [0, 1, 2]
+    assert sorted(p["seed"] for p in points) == declared
 
 
 @pytest.mark.parametrize("grid,dataset", [("table3_cpu_seeds", "cora"), ("table3_cpu_seeds_pubmed", "pubmed")])
