@@ -19,7 +19,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from lipgnn.config_schema import ATTENTION_MODELS, FUSED_MODELS, MODELS, NORMS, keyword_fields, register
+from lipgnn.config_schema import ATTENTION_MODELS, CUDA_GRAPH_MODELS, MODELS, NORMS, keyword_fields, register
 from lipgnn.errors import ConfigError
 
 # An absolute path: Hydra would otherwise look for a Python package named "conf" (editable install = repo root).
@@ -133,9 +133,6 @@ def validate(cfg: DictConfig) -> None:
         _require(model.hidden % model.heads == 0,
                  f"model.hidden={model.hidden} is not divisible by model.heads={model.heads} "
                  "(concat splits the width over heads); change one of them or use head_aggregation=mean")
-    _require(model.impl != "fused" or model.name in FUSED_MODELS,
-             f"model.impl=fused exists only for {', '.join(FUSED_MODELS)}, not model={model.name}; "
-             "use model.impl=pyg")
     _validate_block_options(model, norm)
     _validate_score(model, norm)
     warmup = cfg.train.get("warmup_epochs", 0)
@@ -199,9 +196,9 @@ def _validate_cuda_graphs(cfg: DictConfig) -> None:
     import torch
 
     device, model, train = str(cfg.device), cfg.model, cfg.train
-    _require(model.name in FUSED_MODELS,
-             f"train.cuda_graphs=true captures the fused layers ({', '.join(FUSED_MODELS)}), not model={model.name}; "
-             "use train.cuda_graphs=false")
+    _require(model.name in CUDA_GRAPH_MODELS,
+             f"train.cuda_graphs=true captures the fused layers ({', '.join(CUDA_GRAPH_MODELS)}), not "
+             f"model={model.name}; use train.cuda_graphs=false")
     _require(model.impl != "pyg",
              "train.cuda_graphs=true cannot capture PyG's layers (they ask the host for sizes each step); "
              "use model.impl=fused or auto")

@@ -89,8 +89,6 @@ def test_dropout_none_switches_every_dropout_off() -> None:
     (["model.dropout=1.5"], "model.dropout=1.5 is out of range"),
     (["train.selection=peak"], "train.selection='peak' is unknown"),
     (["train.lr=-1"], "train.lr=-1.0 is out of range"),
-    (["model=gcnii", "model.impl=fused"],
-     "model.impl=fused exists only for gat, gt, san, gcn, ggnn, gin, not model=gcnii"),
     (["train.grad_clip=-1"], "train.grad_clip=-1.0 is out of range"),
     (["overwrite=no"], "overwrite='no' is not a boolean"),
     (["model.residual=no"], "model.residual='no' is not a boolean"),

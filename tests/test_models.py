@@ -110,9 +110,6 @@ def test_config_errors() -> None:
         build_model(model_cfg("gat"), norm_cfg("none", name="batchnorm"), spec, 2)
     with pytest.raises(ConfigError, match=r"not divisible by model.heads=3"):
         build_model(model_cfg("gat", heads=3), norm_cfg("none"), spec, 2)
-    with pytest.raises(ConfigError,
-                       match=r"impl=fused exists only for gat, gt, san, gcn, ggnn, gin; use model.impl=pyg"):
-        build_model(model_cfg("gcnii", impl="fused"), norm_cfg("none"), spec, 2)
     with pytest.raises(ConfigError, match=r"norm.formula=exact is unknown"):
         build_model(model_cfg("gat"), norm_cfg("lip", formula="exact"), spec, 2)
     with pytest.raises(ConfigError, match=r"norm.mode=batch is unknown"):
@@ -120,12 +117,12 @@ def test_config_errors() -> None:
 
 
 def test_plain_conv_class_picks_the_stock_layer_or_its_csr_twin() -> None:
-    from torch_geometric.nn import GatedGraphConv, GCNConv, GINConv
+    from torch_geometric.nn import GatedGraphConv, GCN2Conv, GCNConv, GINConv
 
-    from lipgnn.nn.fused import FusedGatedGraphConv, FusedGCNConv, FusedGINConv
+    from lipgnn.nn.fused import FusedGatedGraphConv, FusedGCN2Conv, FusedGCNConv, FusedGINConv
 
     for name, stock, fused in [("gcn", GCNConv, FusedGCNConv), ("ggnn", GatedGraphConv, FusedGatedGraphConv),
-                               ("gin", GINConv, FusedGINConv)]:
+                               ("gin", GINConv, FusedGINConv), ("gcnii", GCN2Conv, FusedGCN2Conv)]:
         assert plain_conv_class(name, "pyg") is stock
         assert plain_conv_class(name, "fused") is fused and issubclass(fused, stock)  # drop-in: same constructor
     with pytest.raises(ConfigError, match="model.impl=auto is unknown"):
@@ -189,7 +186,7 @@ def test_dropouts_and_options_are_wired() -> None:
     ("gat", None, "fused"), ("gt", "cpu", "fused"), ("san", torch.device("cpu"), "fused"),
     ("gat", "cuda", "pyg"), ("gcn", "cpu", "fused"), ("gcn", "cuda", "pyg"),
     ("gin", None, "fused"), ("gin", "cuda", "pyg"),
-    ("ggnn", "cpu", "fused"), ("ggnn", "cuda", "pyg"), ("gcnii", "cpu", "pyg"),
+    ("ggnn", "cpu", "fused"), ("ggnn", "cuda", "pyg"), ("gcnii", "cpu", "fused"), ("gcnii", "cuda", "pyg"),
 ])
 def test_impl_auto_is_fused_on_cpu_for_the_models_that_have_it(name: str, device, expected: str) -> None:
     assert resolve_impl("auto", name, device) == expected

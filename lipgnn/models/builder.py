@@ -46,10 +46,12 @@ its drop-in CSR twin.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch import nn
+import torch.nn.functional as F
+from torch import Tensor, nn
 from torch_geometric.nn import MLP, GatedGraphConv, GCN2Conv, GCNConv, GINConv
 from torch_geometric.nn.dense.linear import Linear as PygLinear
 from torch_geometric.nn.norm import LayerNorm, PairNorm
@@ -65,7 +67,7 @@ ATTENTION_MODELS: tuple[str, ...] = ("gat", "gt")
 #: Guan & He's self-attention GNN (:mod:`lipgnn.models.san`): its own block, norm none | lip only.
 SAN_NAME = "san"
 #: Models with a fused (CSR) implementation (the config validator's ``FUSED_MODELS``, tested equal).
-FUSED_MODELS: tuple[str, ...] = (*ATTENTION_MODELS, SAN_NAME, "gcn", "ggnn", "gin")
+FUSED_MODELS: tuple[str, ...] = (*ATTENTION_MODELS, SAN_NAME, "gcn", "ggnn", "gin", "gcnii")
 ALL_MODEL_NAMES: tuple[str, ...] = (*MODEL_NAMES, SAN_NAME)
 #: Models whose attention heads nonlocal message passing can scale (``model.nonlocal``).
 NONLOCAL_MODELS: tuple[str, ...] = ("gat", "gt", SAN_NAME)
@@ -177,20 +179,29 @@ def attention_conv_classes(impl: str) -> tuple[type[nn.Module], type[nn.Module]]
     raise ConfigError(f"model.impl={impl} is unknown; choose one of: {', '.join(IMPLS)}")
 
 
+def fused_dropout() -> Callable[..., Tensor]:
+    """The fused layers' dropout (:func:`lipgnn.nn.fused.dropout.dropout`: equal in distribution to ``F.dropout``,
+    compiled on CPU), for a fused model's own dropouts outside its layers."""
+    from lipgnn.nn.fused.dropout import dropout
+
+    return dropout
+
+
 def plain_conv_class(name: str, impl: str) -> type[nn.Module]:
-    """The conv of ``gcn``, ``ggnn`` or ``gin`` for the *resolved* ``model.impl`` (``pyg`` or ``fused``): PyG's
-    layer, or its drop-in CSR twin (same constructor and ``state_dict``): ``FusedGCNConv`` (the normalised
-    propagation as one CSR product), ``FusedGatedGraphConv`` (the message sum as one CSR product, a compiled
-    GRU cell), ``FusedGINConv`` (the neighbour sum as one CSR product)."""
-    stock: dict[str, type[nn.Module]] = {"gcn": GCNConv, "ggnn": GatedGraphConv, "gin": GINConv}
+    """The conv of ``gcn``, ``ggnn``, ``gin`` or ``gcnii`` for the *resolved* ``model.impl`` (``pyg`` or
+    ``fused``): PyG's layer, or its drop-in CSR twin (same constructor and ``state_dict``): ``FusedGCNConv`` (the
+    normalised propagation as one CSR product), ``FusedGatedGraphConv`` (the message sum as one CSR product, a
+    compiled GRU cell), ``FusedGINConv`` (the neighbour sum as one CSR product), ``FusedGCN2Conv`` (GCNII: its
+    normalised propagation as one CSR product)."""
+    stock: dict[str, type[nn.Module]] = {"gcn": GCNConv, "ggnn": GatedGraphConv, "gin": GINConv, "gcnii": GCN2Conv}
     if name not in stock:
         raise ValueError(f"{name} has no plain message-passing conv; expected one of {', '.join(stock)}")
     if impl == "pyg":
         return stock[name]
     if impl == "fused":
-        from lipgnn.nn.fused import FusedGatedGraphConv, FusedGCNConv, FusedGINConv
+        from lipgnn.nn.fused import FusedGatedGraphConv, FusedGCN2Conv, FusedGCNConv, FusedGINConv
 
-        return {"gcn": FusedGCNConv, "ggnn": FusedGatedGraphConv, "gin": FusedGINConv}[name]
+        return {"gcn": FusedGCNConv, "ggnn": FusedGatedGraphConv, "gin": FusedGINConv, "gcnii": FusedGCN2Conv}[name]
     raise ConfigError(f"model.impl={impl} is unknown; choose one of: {', '.join(IMPLS)}")
 
 
@@ -373,8 +384,10 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
         gcnii_alpha = float(_opt(model_cfg, "gcnii_alpha", 0.1))
         gcnii_theta = float(_opt(model_cfg, "gcnii_theta", 0.5))
 
+        gcn2_cls = plain_conv_class(name, impl)
+
         def make_conv(layer: int) -> tuple[nn.Module, str]:
-            return GCN2Conv(hidden, alpha=gcnii_alpha, theta=gcnii_theta, layer=layer + 1), "initial"
+            return gcn2_cls(hidden, alpha=gcnii_alpha, theta=gcnii_theta, layer=layer + 1), "initial"
 
     # Normalisation modules are built per layer (LayerNorm has per-layer affine parameters).
     if norm == "pairnorm":
@@ -426,6 +439,7 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
         input_activation=nn.ReLU() if gcnii else None,
         input_dropout=dropout if gcnii else 0.0,
         head_dropout=dropout if gcnii else 0.0,
+        dropout_fn=fused_dropout() if gcnii and impl == "fused" else F.dropout,
         uses_edge_attr=edge_dim is not None and name in ATTENTION_MODELS,
         model_name=name,
         norm_name=norm,

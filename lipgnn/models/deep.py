@@ -11,7 +11,7 @@ r"""The deep GNN every experiment trains: encoder → ``depth`` message-passing 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import torch
@@ -21,6 +21,7 @@ from torch.utils.checkpoint import checkpoint
 from torch_geometric.utils import add_self_loops, remove_self_loops
 
 from lipgnn.nn.fused import locality
+from lipgnn.nn.fused.sparse_input import SparseInputLinear
 
 if TYPE_CHECKING:
     from lipgnn.nn.fused.graph import CSRGraph
@@ -42,8 +43,12 @@ class DeepGNN(nn.Module):
         blocks: the message-passing blocks, in depth order.
         head: output ``nn.Linear``.
         input_activation: optional activation on the encoder output (GCNII's :math:`x_0`).
-        input_dropout: dropout on dense input features before the encoder (GCNII).
+        input_dropout: dropout on dense input features before the encoder (GCNII); with a
+            :class:`~lipgnn.nn.fused.sparse_input.SparseInputLinear` encoder drawn on the stored entries of sparse
+            features (:meth:`~lipgnn.nn.fused.sparse_input.SparseInputLinear.dropped`, equal in distribution).
         head_dropout: dropout before the head (GCNII).
+        dropout_fn: the head dropout's function, ``F.dropout`` or a twin equal in distribution (the fused
+            models' compiled :func:`lipgnn.nn.fused.dropout.dropout`).
         uses_edge_attr: the attention convs were built with ``edge_dim``; otherwise ``edge_attr`` is
             dropped in :meth:`forward` (a dataset may carry edge features the model does not use).
         checkpoint_activations: recompute each block in the backward pass instead of storing its
@@ -71,6 +76,7 @@ class DeepGNN(nn.Module):
         input_activation: nn.Module | None = None,
         input_dropout: float = 0.0,
         head_dropout: float = 0.0,
+        dropout_fn: Callable[[Tensor, float, bool], Tensor] = F.dropout,
         uses_edge_attr: bool = False,
         checkpoint_activations: bool = False,
         self_loops: bool = False,
@@ -84,6 +90,7 @@ class DeepGNN(nn.Module):
         self.head = head
         self.input_dropout = float(input_dropout)
         self.head_dropout = float(head_dropout)
+        self.dropout_fn = dropout_fn
         self.uses_edge_attr = bool(uses_edge_attr)
         self.checkpoint_activations = bool(checkpoint_activations)
         self.self_loops = bool(self_loops)
@@ -102,9 +109,12 @@ class DeepGNN(nn.Module):
 
     def encode(self, x: Tensor) -> Tensor:
         """:math:`x_0`, the representation fed to the first block (and to every GCNII layer)."""
-        if self.input_dropout > 0 and x.is_floating_point():
-            x = F.dropout(x, p=self.input_dropout, training=self.training)
-        h = self.encoder(x)
+        if self.input_dropout > 0 and x.is_floating_point() and isinstance(self.encoder, SparseInputLinear):
+            h = self.encoder.dropped(x, self.input_dropout, self.training)
+        else:
+            if self.input_dropout > 0 and x.is_floating_point():
+                x = F.dropout(x, p=self.input_dropout, training=self.training)
+            h = self.encoder(x)
         if self.input_activation is not None:
             h = self.input_activation(h)
         return h
@@ -140,7 +150,8 @@ class DeepGNN(nn.Module):
         """The logits of the last block's output ``h`` (in the caller's node order)."""
         if relabelled is not None:
             h = h.index_select(0, relabelled.inverse)
-        h = F.dropout(h, p=self.head_dropout, training=self.training)
+        if self.head_dropout > 0:
+            h = self.dropout_fn(h, self.head_dropout, self.training)
         return self.head(h)
 
     def forward(

@@ -25,6 +25,7 @@ Layout (one job per module, as PyG splits ``torch_geometric.nn.conv`` from ``tor
                             in the module that calls it (CUDA, or ``LIPGNN_KERNELS=eager``)
 ``gat_conv``                :class:`FusedLipGATConv`
 ``gcn_conv``                :class:`FusedGCNConv` (GCN's normalised propagation as one CSR product)
+``gcn2_conv``               :class:`FusedGCN2Conv` (GCNII: the same propagation, PyG's initial residual)
 ``gated_graph_conv``        :class:`FusedGatedGraphConv` (GGNN: the message sum as one CSR product)
 ``gin_conv``                :class:`FusedGINConv` (GIN: the neighbour sum as one CSR product)
 ``gru``                     GGNN's GRU cell as one compiled loop each way around its gate GEMMs
@@ -44,6 +45,7 @@ from lipgnn.nn.fused.activation import ELU
 from lipgnn.nn.fused.dropout import dropout
 from lipgnn.nn.fused.gat_conv import FusedLipGATConv
 from lipgnn.nn.fused.gated_graph_conv import FusedGatedGraphConv
+from lipgnn.nn.fused.gcn2_conv import FusedGCN2Conv
 from lipgnn.nn.fused.gcn_conv import FusedGCNConv
 from lipgnn.nn.fused.gin_conv import FusedGINConv
 from lipgnn.nn.fused.graph import CSRGraph, clear_csr_cache, get_csr_graph
@@ -75,6 +77,7 @@ __all__ = [
     "MAX_SHIFT_FREE_BOUND",
     "CSRGraph",
     "ELU",
+    "FusedGCN2Conv",
     "FusedGCNConv",
     "FusedGatedGraphConv",
     "FusedGINConv",
