@@ -204,12 +204,14 @@ def test_fig5_extra_seeds_give_the_gat_comparisons_three_seeds(grid: str, depth:
     ("table1", "table1_cpu_seeds_34", 5 * 3 * 2 * 3 * 2,
      {"dataset.name": "pubmed", "dataset.missing_rate": 0, "depth": 2, "model.name": "ggnn"}, (3, 4)),
     ("table2", "table2_cpu_seeds", 2 * 2 * 3, {"dataset.name": "pubmed", "depth": 16, "norm.name": "lip"}, (2,)),
+    ("table2", "table2_cpu_seeds_34", 2 * 2 * 3 * 2, {"dataset.name": "cora", "depth": 4, "model.name": "gcnii"},
+     (3, 4)),
 ])
 def test_extra_seed_grids_give_every_table_cell_its_paired_seeds(experiment: str, grid: str, size: int, cell: dict,
                                                                  seeds: tuple[int, ...]) -> None:
-    """conf/grid/table{1,2}_cpu_seeds.yaml: seed 2 of the cpu grid; table1_cpu_seeds_34.yaml: seeds 3 and 4; each
-    with the run ids a plain launch of those points gets, so that with seeds 0-1 every declared point has three
-    seeds (Table 1: the paper's five)."""
+    """conf/grid/table{1,2}_cpu_seeds.yaml: seed 2 of the cpu grid; table{1,2}_cpu_seeds_34.yaml: seeds 3 and 4;
+    each with the run ids a plain launch of those points gets, so that with seeds 0-1 every declared point has the
+    paper's five seeds."""
     jobs = sweep_jobs(experiment, ["budget=cpu", f"grid={grid}"])
     assert len(jobs) == size
     for job in (jobs[0], jobs[-1]):
@@ -220,7 +222,7 @@ def test_extra_seed_grids_give_every_table_cell_its_paired_seeds(experiment: str
     assert {int(o.split("=")[1]) for job in jobs for o in job if o.startswith("seed=")} == set(seeds)
     from lipgnn.results.grid import declared_grid
 
-    declared = {"table1": [0, 1, 2, 3, 4], "table2": [0, 1, 2]}[experiment]
+    declared = [0, 1, 2, 3, 4]
     points = [p for p in declared_grid(experiment, "cpu").points if all(p.get(k) == v for k, v in cell.items())]
     assert sorted(p["seed"] for p in points) == declared
 
