@@ -245,6 +245,18 @@ def test_table3_extra_seeds_complete_the_30_layer_cells_to_five_runs(grid: str, 
     assert sorted(p["seed"] for p in cell) == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]  # x dropout {authors', none}
 
 
+def test_table3_seeds_3_4_complete_the_15_layer_cora_cells_to_five_runs() -> None:
+    """conf/grid/table3_cpu_seeds_d15_34.yaml: seeds 3 and 4 of the 15-layer Cora cells (lr x dropout), with the run
+    ids a plain launch gets, so that those cells have five runs like the 30-layer ones."""
+    jobs = sweep_jobs("table3", ["budget=cpu", "grid=table3_cpu_seeds_d15_34"])
+    assert len(jobs) == 4 * 2 * 2 * 2
+    for job in (jobs[0], jobs[-1]):
+        cfg = compose_cfg(job)
+        assert (cfg.dataset.name, cfg.depth, cfg.train.epochs) == ("cora", 15, 200)
+        assert run_id(cfg) == run_id(compose_cfg([o for o in job if not o.startswith("grid=")]))
+    assert {int(o.split("=")[1]) for job in jobs for o in job if o.startswith("seed=")} == {3, 4}
+
+
 def test_fig4_1000_epoch_seed_2_is_the_1000_epoch_grid_at_seed_2() -> None:
     """conf/grid/fig4_cpu_1000_seed2.yaml: fig4_cpu_1000.yaml's 32 runs per seed at seed 2 (the same run ids a launch
     of that grid with seed=2 gets), so that every 1000-epoch point has three paired seeds."""
@@ -277,7 +289,7 @@ def test_fig4_1000_epoch_seed_2_is_the_1000_epoch_grid_at_seed_2() -> None:
      [0, 1, 2]),
     ("table3", "table3_cpu_seeds_d15", 4 * 2 * 2,
      {"dataset.name": "cora", "depth": 15, "model.name": "gat", "norm.name": "lip", "train.lr": 0.001},
-     [0, 0, 1, 1, 2, 2]),  # x dropout {authors', none}
+     [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]),  # x dropout {authors', none}; seeds 3-4: table3_cpu_seeds_d15_34.yaml
     ("table3", "table3_cpu_seeds_d15_pubmed", 4 * 2 * 2,
      {"dataset.name": "pubmed", "depth": 15, "model.name": "gat", "norm.name": "lip", "train.lr": 0.001},
      [0, 0, 1, 1, 2, 2]),
