@@ -245,14 +245,20 @@ def test_table3_extra_seeds_complete_the_30_layer_cells_to_five_runs(grid: str, 
     assert sorted(p["seed"] for p in cell) == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]  # x dropout {authors', none}
 
 
-def test_table3_seeds_3_4_complete_the_15_layer_cora_cells_to_five_runs() -> None:
-    """conf/grid/table3_cpu_seeds_d15_34.yaml: seeds 3 and 4 of the 15-layer Cora cells (lr x dropout), with the run
-    ids a plain launch gets, so that those cells have five runs like the 30-layer ones."""
-    jobs = sweep_jobs("table3", ["budget=cpu", "grid=table3_cpu_seeds_d15_34"])
-    assert len(jobs) == 4 * 2 * 2 * 2
+@pytest.mark.parametrize("experiment,grid,size,fixed", [
+    ("table3", "table3_cpu_seeds_d15_34", 4 * 2 * 2 * 2, {"dataset.name": "cora", "depth": 15}),
+    ("table3", "table3_cpu_seeds_d15_pubmed_34", 4 * 2 * 2 * 2, {"dataset.name": "pubmed", "depth": 15}),
+    ("fig3", "fig3_cpu_seeds_34", 2 * 4 * 2, {"dataset.name": "cora"}),
+])
+def test_seeds_3_4_grids_complete_their_points_to_five_runs(experiment: str, grid: str, size: int,
+                                                            fixed: dict) -> None:
+    """conf/grid/*_seeds*_34.yaml: seeds 3 and 4 of points that had three, with the run ids a plain launch gets, so
+    that those points have five paired seeds (Table 3's 15-layer cells like its 30-layer ones; Fig. 3's depths)."""
+    jobs = sweep_jobs(experiment, ["budget=cpu", f"grid={grid}"])
+    assert len(jobs) == size
     for job in (jobs[0], jobs[-1]):
         cfg = compose_cfg(job)
-        assert (cfg.dataset.name, cfg.depth, cfg.train.epochs) == ("cora", 15, 200)
+        assert cfg.train.epochs == 200 and all(OmegaConf.select(cfg, k) == v for k, v in fixed.items())
         assert run_id(cfg) == run_id(compose_cfg([o for o in job if not o.startswith("grid=")]))
     assert {int(o.split("=")[1]) for job in jobs for o in job if o.startswith("seed=")} == {3, 4}
 
@@ -280,7 +286,8 @@ def test_fig4_1000_epoch_seed_2_is_the_1000_epoch_grid_at_seed_2() -> None:
     ("fig6_protocol", "fig6_protocol_cpu_seeds", 4, {"model.name": "gt", "norm.name": "none", "depth": 30}, [0, 1, 2]),
     ("fig4", "fig4_cpu_seeds", 2 * 4 * 2 * 2, {"model.name": "gat", "norm.name": "lip", "depth": 15, "train.lr": 0.001},
      [0, 0, 0, 1, 1, 1, 2, 2, 2]),  # 200 epochs: seeds 0-2; the 1000-epoch sweeps: seeds 0-2 x dropout {authors', none}
-    ("fig3", "fig3_cpu_seeds", 2 * 4 * 2, {"model.name": "gat", "norm.name": "none", "depth": 30}, [0, 1, 2]),
+    ("fig3", "fig3_cpu_seeds", 2 * 4 * 2, {"model.name": "gat", "norm.name": "none", "depth": 30},
+     [0, 1, 2, 3, 4]),  # seeds 3-4: fig3_cpu_seeds_34.yaml
     ("fig6", "fig6_cpu_seeds", 8 * 4 * 2 * 2,
      {"dataset.name": "cora", "depth": 30, "model.name": "gt", "norm.name": "lip", "train.lr": 0.001},
      [0, 1, 2, 3, 4]),  # seeds 3-4 of the 30-layer cells: fig6_cpu_seeds_d30_gt.yaml
@@ -292,7 +299,7 @@ def test_fig4_1000_epoch_seed_2_is_the_1000_epoch_grid_at_seed_2() -> None:
      [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]),  # x dropout {authors', none}; seeds 3-4: table3_cpu_seeds_d15_34.yaml
     ("table3", "table3_cpu_seeds_d15_pubmed", 4 * 2 * 2,
      {"dataset.name": "pubmed", "depth": 15, "model.name": "gat", "norm.name": "lip", "train.lr": 0.001},
-     [0, 0, 1, 1, 2, 2]),
+     [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]),  # seeds 3-4: table3_cpu_seeds_d15_pubmed_34.yaml
 ])
 def test_extra_seed_grids_give_their_points_three_paired_seeds(experiment: str, grid: str, size: int, cell: dict,
                                                                seeds: list[int]) -> None:
