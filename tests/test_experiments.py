@@ -250,17 +250,18 @@ def test_table3_extra_seeds_complete_the_30_layer_cells_to_five_runs(grid: str, 
     ("table3", "table3_cpu_seeds_d15_pubmed_34", 4 * 2 * 2 * 2, {"dataset.name": "pubmed", "depth": 15}),
     ("fig3", "fig3_cpu_seeds_34", 2 * 4 * 2, {"dataset.name": "cora"}),
     ("fig4", "fig4_cpu_seeds_34", 2 * 4 * 2 * 2, {"dataset.name": "pubmed", "dataset.missing_rate": 100}),
+    ("fig6_protocol", "fig6_protocol_cpu_seeds_34", 2 * 2, {"dataset.name": "cora", "depth": 30, "train.epochs": 1000}),
 ])
 def test_seeds_3_4_grids_complete_their_points_to_five_runs(experiment: str, grid: str, size: int,
                                                             fixed: dict) -> None:
     """conf/grid/*_seeds*_34.yaml: seeds 3 and 4 of points that had three, with the run ids a plain launch gets, so
     that those points have five paired seeds (Table 3's 15-layer cells like its 30-layer ones; Fig. 3's depths; Fig. 4's
-    200-epoch points)."""
+    200-epoch points; the authors'-protocol GT and GT-Lip at 30 layers)."""
     jobs = sweep_jobs(experiment, ["budget=cpu", f"grid={grid}"])
     assert len(jobs) == size
     for job in (jobs[0], jobs[-1]):
         cfg = compose_cfg(job)
-        assert cfg.train.epochs == 200 and all(OmegaConf.select(cfg, k) == v for k, v in fixed.items())
+        assert all(OmegaConf.select(cfg, k) == v for k, v in {"train.epochs": 200, **fixed}.items())
         assert run_id(cfg) == run_id(compose_cfg([o for o in job if not o.startswith("grid=")]))
     assert {int(o.split("=")[1]) for job in jobs for o in job if o.startswith("seed=")} == {3, 4}
 
@@ -285,7 +286,8 @@ def test_fig4_1000_epoch_seed_2_is_the_1000_epoch_grid_at_seed_2() -> None:
 
 @pytest.mark.parametrize("experiment,grid,size,cell,seeds", [
     ("fig2", "fig2_cpu_seeds", 2 * 2, {"model.name": "gat", "norm.name": "lip"}, [0, 1, 2]),
-    ("fig6_protocol", "fig6_protocol_cpu_seeds", 4, {"model.name": "gt", "norm.name": "none", "depth": 30}, [0, 1, 2]),
+    ("fig6_protocol", "fig6_protocol_cpu_seeds", 4, {"model.name": "gt", "norm.name": "none", "depth": 30},
+     [0, 1, 2, 3, 4]),  # seeds 3-4 of GT and GT-Lip: fig6_protocol_cpu_seeds_34.yaml
     ("fig4", "fig4_cpu_seeds", 2 * 4 * 2 * 2, {"model.name": "gat", "norm.name": "lip", "depth": 15, "train.lr": 0.001},
      [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 4]),  # 200 epochs: seeds 0-4 (3-4: fig4_cpu_seeds_34.yaml); the 1000-epoch
     # sweeps: seeds 0-2 x dropout {authors', none}
