@@ -250,7 +250,7 @@ def test_table3_extra_seeds_complete_the_30_layer_cells_to_five_runs(grid: str, 
     ("table3", "table3_cpu_seeds_d15_pubmed_34", 4 * 2 * 2 * 2, {"dataset.name": "pubmed", "depth": 15}),
     ("fig3", "fig3_cpu_seeds_34", 2 * 4 * 2, {"dataset.name": "cora"}),
     ("fig4", "fig4_cpu_seeds_34", 2 * 4 * 2 * 2, {"dataset.name": "pubmed", "dataset.missing_rate": 100}),
-    ("fig6_protocol", "fig6_protocol_cpu_seeds_34", 2 * 2, {"dataset.name": "cora", "depth": 30, "train.epochs": 1000}),
+    ("fig6_protocol", "fig6_protocol_cpu_seeds_34", 4 * 2, {"dataset.name": "cora", "depth": 30, "train.epochs": 1000}),
 ])
 def test_seeds_3_4_grids_complete_their_points_to_five_runs(experiment: str, grid: str, size: int,
                                                             fixed: dict) -> None:
