@@ -149,8 +149,8 @@ def fig4_record(norm: str, depth: int, epochs: int, lr: float, dropout: float, s
 
 def test_fig4_epoch_budgets_are_separate_series_never_pooled(tmp_path: Path) -> None:
     for norm in ("none", "lip"):
-        for lr in (0.005, 0.001):        # the 200-epoch grid: authors' dropout, seeds 0-2
-            for seed in (0, 1, 2):
+        for lr in (0.005, 0.001):        # the 200-epoch grid: authors' dropout, seeds 0-4
+            for seed in (0, 1, 2, 3, 4):
                 write_record(tmp_path, fig4_record(norm, 15, 200, lr, 0.6, seed, 0.42 if lr == 0.005 else 0.40,
                                                    0.41 if lr == 0.005 else 0.39))
         for lr in (0.005, 0.001):        # the 1000-epoch grid: better validation, which must not leak into 200
@@ -191,5 +191,6 @@ def test_fig5_pass_caps_are_per_depth_so_its_sweep_declares_no_single_epoch_budg
     assert sweeps["fig5_cpu_seeds_d5"] == 150.0  # at depth 5, under its cap
     assert {s.name: s.epochs for s in declared_grid("fig4", "cpu").sweeps} == {"fig4_cpu": 200.0,
                                                                               "fig4_cpu_seeds": 200.0,
+                                                                              "fig4_cpu_seeds_34": 200.0,
                                                                               "fig4_cpu_1000": 1000.0,
                                                                               "fig4_cpu_1000_seed2": 1000.0}
