@@ -30,14 +30,17 @@ class SkippedBlock(nn.Module):
         return x
 
 
+def _check_layers(layers: Sequence[int], depth: int) -> None:
+    for k in layers:
+        if not 1 <= int(k) <= depth:
+            raise ValueError(f"cannot prune layer {k}: the model has layers 1..{depth}")
+
+
 @contextmanager
 def skip_blocks(model: nn.Module, layers: Sequence[int]) -> Iterator[nn.Module]:
     """Within the context, the 1-based blocks ``layers`` of ``model`` are the identity; restored on exit."""
     blocks = _blocks(model)
-    depth = len(blocks)
-    for k in layers:
-        if not 1 <= int(k) <= depth:
-            raise ValueError(f"cannot prune layer {k}: the model has layers 1..{depth}")
+    _check_layers(layers, len(blocks))
     saved = {int(k): blocks[int(k) - 1] for k in layers}
     try:
         for k in saved:
@@ -84,9 +87,7 @@ def prune_single_layers(model: nn.Module, task: Any, layers: Sequence[int] | Non
     logits, about half the block calls); other models and mini-batched tasks run one pass per pruned layer."""
     depth = len(_blocks(model))
     chosen = list(range(1, depth + 1)) if layers is None else [int(k) for k in layers]
-    for k in chosen:
-        if not 1 <= k <= depth:
-            raise ValueError(f"cannot prune layer {k}: the model has layers 1..{depth}")
+    _check_layers(chosen, depth)
     batches = iter(task.eval_batches())
     first = next(batches, None)
     if first is not None and next(batches, None) is None and hasattr(model, "pruned_logits"):

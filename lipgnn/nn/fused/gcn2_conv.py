@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 from torch_geometric.nn import GCN2Conv
 
-from lipgnn.nn.fused.base import plain_csr_input
+from lipgnn.nn.fused.base import plain_csr_input, reference_forward
 from lipgnn.nn.fused.dropout import dropout
 from lipgnn.nn.fused.gcn_conv import gcn_edge_weights
 from lipgnn.nn.fused.graph import CSRGraph, resolve_graph
@@ -45,9 +45,10 @@ class FusedGCN2Conv(GCN2Conv):
     def forward(self, x: Tensor, x_0: Tensor, edge_index: Tensor | CSRGraph,  # type: ignore[override]
                 edge_weight: Tensor | None = None) -> Tensor:
         if not (self._pyg_defaults() and plain_csr_input(x, edge_index, edge_weight)):
-            if isinstance(edge_index, CSRGraph):
-                raise ValueError("a CSRGraph edge_index needs GCN2Conv's defaults and no edge weights")
-            return super().forward(x, x_0, edge_index, edge_weight)
+            def pyg_forward(h: Tensor, edges: Tensor, weight: Tensor | None) -> Tensor:
+                return GCN2Conv.forward(self, h, x_0, edges, weight)
+
+            return reference_forward(pyg_forward, x, edge_index, edge_weight, "GCN2Conv")
         graph = resolve_graph(edge_index, x.size(0), True)
         h = csr_spmm(gcn_edge_weights(graph, x.dtype), x.unsqueeze(1), graph).squeeze(1)
         # PyG's GCN2Conv.forward from here on, operation for operation (its in-place scaling out of place: the

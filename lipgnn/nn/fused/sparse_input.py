@@ -56,7 +56,9 @@ def csr_dropout(x_csr: Tensor, p: float) -> Tensor:
         raise ValueError(f"dropout probability must lie in [0, 1), got {p}")
     values = x_csr.values()
     kept = torch.empty_like(values).bernoulli_(1.0 - p).mul_(1.0 / (1.0 - p))
-    return torch.sparse_csr_tensor(x_csr.crow_indices(), x_csr.col_indices(), values * kept, x_csr.shape)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
+        return torch.sparse_csr_tensor(x_csr.crow_indices(), x_csr.col_indices(), values * kept, x_csr.shape)
 
 
 class _CSRLinear(torch.autograd.Function):
@@ -112,9 +114,7 @@ class SparseInputLinear(nn.Linear):
             # and forget x, whose CSR copy the next step builds.
             return super().forward(F.dropout(x, p, training))
         self.used_csr = True
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
-            return _CSRLinear.apply(csr_dropout(x_csr, p), self.weight, self.bias)
+        return _CSRLinear.apply(csr_dropout(x_csr, p), self.weight, self.bias)
 
     def _csr(self, x: Tensor) -> Tensor | None:
         if (x.requires_grad or x.dim() != 2 or x.layout != torch.strided

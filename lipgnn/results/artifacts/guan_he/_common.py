@@ -99,11 +99,16 @@ def completed_san(frame: pd.DataFrame) -> pd.DataFrame:
     return out[out["arch"] != "other"]
 
 
+def common_depths(runs: pd.DataFrame, archs: tuple[str, ...] = ("nonlocal", "pre")) -> list[int]:
+    """Every depth run for every one of ``archs``, deepest first."""
+    sets = [set(runs.loc[runs["arch"] == a, "depth"].astype(int)) for a in archs]
+    return sorted(set.intersection(*sets) if sets else set(), reverse=True)
+
+
 def compared_depth(runs: pd.DataFrame, archs: tuple[str, ...] = ("nonlocal", "pre")) -> int | None:
     """The deepest depth run for every one of ``archs`` (so that they are compared at one depth)."""
-    sets = [set(runs.loc[runs["arch"] == a, "depth"].astype(int)) for a in archs]
-    common = set.intersection(*sets) if sets else set()
-    return max(common) if common else None
+    depths = common_depths(runs, archs)
+    return depths[0] if depths else None
 
 
 def longest_trained(runs: pd.DataFrame, archs: tuple[str, ...], min_depth: int) -> pd.DataFrame:
@@ -133,7 +138,7 @@ def budget_line(frame: pd.DataFrame) -> str:
 
 
 __all__ = ["ARCHITECTURES", "ARCH_LABELS", "DATASETS", "DEPTHS", "EXPERIMENT", "PAPER", "architecture",
-           "budget_line", "compared_depth", "completed_san", "longest_trained", "paper_accuracy"]
+           "budget_line", "common_depths", "compared_depth", "completed_san", "longest_trained", "paper_accuracy"]
 
 
 def table_files(t: pd.DataFrame, markdown: str, float_format: str) -> dict[str, str]:

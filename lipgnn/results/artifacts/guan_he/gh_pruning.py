@@ -16,6 +16,7 @@ from lipgnn.results.artifacts.guan_he._common import (
     EXPERIMENT,
     PAPER,
     budget_line,
+    common_depths,
     compared_depth,
     completed_san,
     longest_trained,
@@ -51,12 +52,6 @@ def pruned_runs(frame: pd.DataFrame) -> pd.DataFrame:
     runs = runs[(runs["dataset"] == "cora") & runs["diagnostics"].map(lambda d: "pruning" in d)
                 & runs["arch"].isin(list(PAPER_PRUNED))]
     return longest_trained(runs, tuple(PAPER_PRUNED), MIN_DEPTH) if not runs.empty else runs
-
-
-def common_depths(runs: pd.DataFrame) -> list[int]:
-    """Every depth of at least :data:`MIN_DEPTH` layers pruned for both architectures, deepest first."""
-    sets = [set(runs.loc[runs["arch"] == a, "depth"].astype(int)) for a in PAPER_PRUNED]
-    return sorted((d for d in set.intersection(*sets) if d >= MIN_DEPTH), reverse=True) if sets else []
 
 
 def summary(frame: pd.DataFrame, depth: int | None = None) -> pd.DataFrame:
@@ -141,8 +136,8 @@ def claims(frame: pd.DataFrame) -> list[Claim]:
     # (the baseline in the evidence) has nothing to lose by pruning.
     verdict, evidence = _judge(t)
     deepest = int(t["depth"].iloc[0])
-    for depth in common_depths(pruned_runs(frame)):
-        if depth < deepest:
+    for depth in common_depths(pruned_runs(frame), tuple(PAPER_PRUNED)):
+        if MIN_DEPTH <= depth < deepest:
             other, text = _judge(summary(frame, depth))
             evidence += f"; at {depth} layers: {other} ({text})"
     return [Claim(PAPER, "§5", quote, verdict, evidence, int(t.groupby(["architecture", "seed"]).ngroups),
