@@ -14,11 +14,11 @@ Pre-LN lr 1e-3; Post-LN and nonlocal: linear warm-up to a peak of 1e-4, then con
 is the stated reduction (Cora, the paper's depths 2/32/64/128/256, 100 epochs with 20 warm-up epochs, the same
 for every variant; the paper's five seeds 0-4, at least the three paired seeds a verdict needs,
 ``lipgnn.results.stats.MIN_SEEDS``); ``--budget cpu_long`` trains 500 epochs with 50 warm-up epochs (the paper's
-fraction) at depths 2/128/256, seeds 0-4;
+fraction) at depths 2/128/256, seeds 0-4; ``--budget cpu_1000`` 1000 epochs with 100 warm-up epochs at 256 layers;
 ``--budget paper`` is the paper's grid (5 datasets, depths up to 256, 5000 epochs).
 
-Usage: ``python scripts/guan_he_runs.py --budget cpu [--only-depth 32] [--seeds 3 4] [--dry-run]``; runs with a
-record are skipped, so a stopped or extended grid is resumed by the same command.
+Usage: ``python scripts/guan_he_runs.py --budget cpu [--only-depth 32] [--seeds 3 4] [--variants nonlocal]
+[--dry-run]``; runs with a record are skipped, so a stopped or extended grid is resumed by the same command.
 
 The split is the data layer's ``dataset.split=random`` with the fractions 0.6/0.2/0.2 of the dataset's config
 (:func:`lipgnn.data.splits.random_split`), so ``python train.py model=san dataset.split=random ...`` trains on
@@ -63,6 +63,10 @@ BUDGETS: dict[str, dict[str, Any]] = {
     # training. Its records sit beside the cpu ones (budget.name=cpu, told apart by train.epochs).
     "cpu_long": {"datasets": ("cora",), "depths": (2, 128, 256), "seeds": (0, 1, 2, 3, 4), "epochs": 500,
                  "warmup": 50, "budget": "cpu"},
+    # Whether the 256-layer models that sit at the majority class after 500 epochs start to train with twice the
+    # epochs (the paper's warm-up fraction again): the deepest depth only, variants chosen with --variants.
+    "cpu_1000": {"datasets": ("cora",), "depths": (256,), "seeds": (0, 1, 2, 3, 4), "epochs": 1000, "warmup": 100,
+                 "budget": "cpu"},
     "paper": {"datasets": ("cora", "citeseer", "pubmed", "cs", "physics"), "depths": (2, 32, 64, 128, 256),
               "seeds": (0, 1, 2, 3, 4), "epochs": 5000, "warmup": 500},
 }
@@ -144,6 +148,8 @@ def main() -> None:
     parser.add_argument("--results-dir", default="results")
     parser.add_argument("--only-depth", type=int, default=None)
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="a subset of the budget's seeds")
+    parser.add_argument("--variants", nargs="+", choices=sorted(VARIANTS), default=None,
+                        help="a subset of the variants (default all)")
     parser.add_argument("--dry-run", action="store_true")
     args = parser.parse_args()
     spec = BUDGETS[args.budget]
@@ -157,7 +163,7 @@ def main() -> None:
             for seed in spec["seeds"]:
                 if args.seeds is not None and seed not in args.seeds:
                     continue
-                for variant in VARIANTS:
+                for variant in args.variants or VARIANTS:
                     cfg = make_config(args.budget, variant, dataset, depth, seed, args.results_dir)
                     if args.dry_run:
                         print(run_id_for(cfg))
