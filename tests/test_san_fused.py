@@ -19,7 +19,7 @@ from torch_geometric.utils import softmax
 
 from lipgnn.data.spec import DataSpec
 from lipgnn.models import build_model
-from lipgnn.nn.fused import CSRGraph, kernels
+from lipgnn.nn.fused import CSRGraph, kernels, san_kernels
 from lipgnn.nn.fused.san import san_attention
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -95,8 +95,10 @@ class _nothing:  # noqa: N801 - a no-op context manager, spelled like kernels.di
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("with_x", [False, True])
 @pytest.mark.parametrize("path", ["numba", "eager"])
-def test_attention_equals_edgewise_reference(dtype: torch.dtype, with_x: bool, path: str) -> None:
-    heads, width, dim = 3, 4, 5
+@pytest.mark.parametrize("heads,width", [(3, 4), (4, 8)])  # 4 x 8 in float32: the vector loops
+def test_attention_equals_edgewise_reference(dtype: torch.dtype, with_x: bool, path: str, heads: int,
+                                             width: int) -> None:
+    dim = 5
     graph = random_graph()
     gen = seeded(1)
     qkv = torch.randn(graph.num_src, 3 * heads * width, generator=gen, dtype=dtype) * 2
@@ -120,6 +122,55 @@ def test_attention_equals_edgewise_reference(dtype: torch.dtype, with_x: bool, p
             assert g is None
         else:
             torch.testing.assert_close(g, r, **tol)
+
+
+def test_vector_loops_only_for_float32_four_heads_of_eight() -> None:
+    qkv32, qkv64 = torch.zeros(2, 96), torch.zeros(2, 96, dtype=torch.float64)
+    assert san_kernels.vectorised(qkv32, 4, 8)
+    assert not san_kernels.vectorised(qkv64, 4, 8)
+    assert not san_kernels.vectorised(torch.zeros(2, 96), 2, 16)
+
+
+def _scalar_loops(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(san_kernels, "vectorised", lambda *args: False)
+
+
+@pytest.mark.parametrize("with_x", [False, True])
+def test_vector_loops_equal_scalar_loops(monkeypatch: pytest.MonkeyPatch, with_x: bool) -> None:
+    """The vector loops (Cora-like degrees, a row without edges, prefetches running past the last edge) give
+    the scalar loops' outputs, weights, energies and gradients up to the reassociated head sums."""
+    n, heads, width = 300, 4, 8
+    gen = seeded(3)
+    edge_index = torch.randint(0, n - 1, (2, 1500), generator=gen)  # node n-1: no edges at all
+    graph = CSRGraph.from_edge_index(edge_index, n, add_self_loops=False)
+    assert int(graph.rowptr[-1] - graph.rowptr[-2]) == 0
+    qkv = torch.randn(n, 3 * heads * width, generator=gen) * 2
+    x = torch.randn(n, 32, generator=gen)
+    w_out, w_e = torch.randn(n, heads * width, generator=gen), torch.randn(heads, generator=gen)
+
+    def run() -> list[torch.Tensor]:
+        a, b = qkv.clone().requires_grad_(True), x.clone().requires_grad_(True)
+        out, energy = san_attention(a, graph, heads, width, b if with_x else None)
+        loss = (out * w_out).sum() + ((energy * w_e).sum() if with_x else 0)
+        loss.backward()
+        return [out.detach(), a.grad] + ([energy.detach(), b.grad] if with_x else [])
+
+    vec = run()
+    _scalar_loops(monkeypatch)
+    scalar = run()
+    assert vec[0][-1].abs().sum() == 0  # the row without edges aggregates nothing
+    for v, s in zip(vec, scalar, strict=True):  # float32 rounding of sums over up to 32 terms, values up to ~50
+        torch.testing.assert_close(v, s, atol=1e-4, rtol=1e-4)
+
+
+def test_vector_loops_keep_a_nan() -> None:
+    """A NaN score (a diverging run) stays visible: its row's output is NaN, the other rows are not."""
+    graph = random_graph(n=20, e=60)
+    qkv = torch.randn(20, 96, generator=seeded(4))
+    qkv[5, 0] = float("nan")  # row 5's query: every score of row 5, head 0
+    out, _ = san_attention(qkv, graph, 4, 8)
+    assert torch.isnan(out[5, :8]).all() and torch.isfinite(out[5, 8:]).all()
+    assert torch.isfinite(out[torch.arange(20) != 5]).all()
 
 
 def test_attention_gradcheck() -> None:
@@ -189,6 +240,28 @@ def test_fused_san_float32_equals_pyg_within_1e5() -> None:
         outs.append((out.detach(), net.blocks[0].conv.lin_query.weight.grad))
     torch.testing.assert_close(outs[1][0], outs[0][0], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(outs[1][1], outs[0][1], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("use_nonlocal", [False, True])
+def test_fused_san_at_the_papers_width_equals_pyg_within_1e5(use_nonlocal: bool) -> None:
+    """conf/model/san.yaml's SAN (hidden 32, 4 heads of width 8: the vector loops), float32, training mode."""
+    gen = seeded(10)
+    x = torch.randn(60, 5, generator=gen)
+    edge_index = torch.randint(0, 60, (2, 240), generator=gen)
+    results = []
+    for impl in ("pyg", "fused"):
+        cfg = OmegaConf.load(CONF / "model" / "san.yaml")
+        cfg.impl, cfg.dropout, cfg["nonlocal"] = impl, 0.0, use_nonlocal
+        torch.manual_seed(0)
+        net = build_model(cfg, NONE, DataSpec(num_features=5, num_classes=3), 3).train()
+        out = net(x, edge_index)
+        (out * torch.randn(out.shape, generator=seeded(11))).sum().backward()
+        results.append((out.detach(), {k: p.grad for k, p in net.named_parameters()}))
+    assert san_kernels.vectorised(torch.zeros(1, 96), 4, 8)
+    torch.testing.assert_close(results[1][0], results[0][0], atol=1e-5, rtol=1e-5)
+    assert results[1][1].keys() == results[0][1].keys()
+    for name, grad in results[0][1].items():
+        torch.testing.assert_close(results[1][1][name], grad, atol=1e-5, rtol=1e-4, msg=f"{name}: not close")
 
 
 def test_fused_path_only_where_it_applies() -> None:

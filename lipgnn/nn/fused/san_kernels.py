@@ -20,6 +20,11 @@ loop, so no races); :math:`r_{h,i}` is recomputed there instead of stored.
 Loops over a head's channels are written ``for c in range(width): a[h * width + c]``: numba compiled
 ``for c in range(h * width, (h + 1) * width): a[c]`` about 1.8x slower here.
 
+For float32 data with 4 heads of width 8 (``conf/model/san.yaml``'s SAN), the per-edge work runs as
+vector instructions (:mod:`lipgnn.nn.fused.san_vector`): the same loops over rows and edges, each edge's products,
+head sums, weight broadcasts and accumulations done on whole 32-lane rows. Other shapes and float64 take the
+scalar loops, which the tests hold the vector ones equal to.
+
 Each function here has an eager twin in :mod:`lipgnn.nn.fused.san` (CUDA tensors, no numba, or
 ``LIPGNN_KERNELS=eager``); the tests check both against each other and against the PyG SAN.
 """
@@ -32,7 +37,15 @@ from torch import Tensor
 
 from lipgnn.nn.fused.kernels import _np, _zero, numba
 
-__all__ = ["san_attention", "san_attention_backward"]
+__all__ = ["san_attention", "san_attention_backward", "vectorised"]
+
+VEC_HEADS, VEC_WIDTH = 4, 8  # the vector loops' shape (lipgnn.nn.fused.san_vector): conf/model/san.yaml's SAN
+
+
+
+def vectorised(qkv: Tensor, heads: int, width: int) -> bool:
+    """Whether :func:`san_attention` takes the vector loops for these operands (float32, 4 heads of width 8)."""
+    return numba is not None and qkv.dtype == torch.float32 and (heads, width) == (VEC_HEADS, VEC_WIDTH)
 
 if numba is not None:
     # Reassociated sums and fused multiply-adds let LLVM vectorise the channel loops; no "no NaN/inf"
@@ -207,6 +220,10 @@ if numba is not None:
             for t in range(hc):
                 grad_qkv[i, t] += gq[t]
 
+    from lipgnn.nn.fused.san_vector import attn_aggregate_vec as _attn_aggregate_vec
+    from lipgnn.nn.fused.san_vector import attn_bwd_vec as _attn_bwd_vec
+    from lipgnn.nn.fused.san_vector import attn_scores_vec as _attn_scores_vec
+
 
 def san_attention(qkv: Tensor, rowptr: Tensor, col: Tensor, heads: int, width: int, scale: float,
                   x: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
@@ -218,13 +235,21 @@ def san_attention(qkv: Tensor, rowptr: Tensor, col: Tensor, heads: int, width: i
     q, rp, cl = _np(qkv), _np(rowptr), _np(col)
     z = _zero(qkv)
     alpha = qkv.new_empty(col.numel(), heads)
-    _attn_scores(rp, cl, q, heads, width, z + scale, alpha.numpy(), z - np.inf, z)
+    vec = vectorised(qkv, heads, width)
+    if vec:
+        _attn_scores_vec(rp, cl, q, z + scale, alpha.numpy(), z - np.inf)
+    else:
+        _attn_scores(rp, cl, q, heads, width, z + scale, alpha.numpy(), z - np.inf, z)
     alpha.exp_()
     out = qkv.new_empty(n, heads * width)
     energy = torch.zeros(heads, dtype=torch.float64)  # a sum over all nodes: accumulated in float64
     xx = _np(x) if x is not None else np.zeros((1, 1), dtype=q.dtype)
-    _attn_aggregate(rp, cl, q, heads, width, alpha.numpy(), out.numpy(), xx, energy.numpy(), x is not None, z,
-                    z + 1, z + 1e-16)
+    if vec:
+        _attn_aggregate_vec(rp, cl, q, alpha.numpy(), out.numpy(), xx, energy.numpy(), x is not None, z, z + 1,
+                            z + 1e-16)
+    else:
+        _attn_aggregate(rp, cl, q, heads, width, alpha.numpy(), out.numpy(), xx, energy.numpy(), x is not None, z,
+                        z + 1, z + 1e-16)
     return out, alpha, energy.to(qkv.dtype)
 
 
@@ -241,6 +266,13 @@ def san_attention_backward(grad_out: Tensor, qkv: Tensor, alpha: Tensor, out: Te
         grad_alpha = alpha.new_empty(alpha.shape)
         _energy_bwd(rp, cl, al, _np(x), _np(2 * grad_energy.to(x.dtype)), grad_alpha.numpy(), grad_x.numpy(), z)
     grad_qkv = torch.zeros(qkv.shape, dtype=qkv.dtype)
-    _attn_bwd(rp, cl, _np(qkv), heads, width, z + scale, al, _np(grad_out), _np(out),
-              grad_alpha.numpy() if grad_alpha is not None else al, grad_alpha is not None, grad_qkv.numpy(), z)
+    ga = grad_alpha.numpy() if grad_alpha is not None else al
+    if vectorised(qkv, heads, width):
+        if grad_alpha is None:
+            ga = np.zeros((1, heads), dtype=al.dtype)
+        _attn_bwd_vec(rp, cl, _np(qkv), z + scale, al, _np(grad_out), _np(out), ga, grad_alpha is not None,
+                      grad_qkv.numpy(), z)
+    else:
+        _attn_bwd(rp, cl, _np(qkv), heads, width, z + scale, al, _np(grad_out), _np(out), ga, grad_alpha is not None,
+                  grad_qkv.numpy(), z)
     return grad_qkv, grad_x
