@@ -43,9 +43,12 @@ VEC_HEADS, VEC_WIDTH = 4, 8  # the vector loops' shape (lipgnn.nn.fused.san_vect
 
 
 
-def vectorised(qkv: Tensor, heads: int, width: int) -> bool:
-    """Whether :func:`san_attention` takes the vector loops for these operands (float32, 4 heads of width 8)."""
-    return numba is not None and qkv.dtype == torch.float32 and (heads, width) == (VEC_HEADS, VEC_WIDTH)
+def vectorised(qkv: Tensor, heads: int, width: int, x: Tensor | None = None) -> bool:
+    """Whether :func:`san_attention` takes the vector loops for these operands: float32, 4 heads of width 8,
+    and the nonlocal energy's ``x`` (if any) float32 rows of the same 32 channels."""
+    if numba is None or qkv.dtype != torch.float32 or (heads, width) != (VEC_HEADS, VEC_WIDTH):
+        return False
+    return x is None or (x.dtype == torch.float32 and x.dim() == 2 and x.size(1) == VEC_HEADS * VEC_WIDTH)
 
 if numba is not None:
     # Reassociated sums and fused multiply-adds let LLVM vectorise the channel loops; no "no NaN/inf"
@@ -223,6 +226,7 @@ if numba is not None:
     from lipgnn.nn.fused.san_vector import attn_aggregate_vec as _attn_aggregate_vec
     from lipgnn.nn.fused.san_vector import attn_bwd_vec as _attn_bwd_vec
     from lipgnn.nn.fused.san_vector import attn_scores_vec as _attn_scores_vec
+    from lipgnn.nn.fused.san_vector import energy_bwd_vec as _energy_bwd_vec
 
 
 def san_attention(qkv: Tensor, rowptr: Tensor, col: Tensor, heads: int, width: int, scale: float,
@@ -235,7 +239,7 @@ def san_attention(qkv: Tensor, rowptr: Tensor, col: Tensor, heads: int, width: i
     q, rp, cl = _np(qkv), _np(rowptr), _np(col)
     z = _zero(qkv)
     alpha = qkv.new_empty(col.numel(), heads)
-    vec = vectorised(qkv, heads, width)
+    vec = vectorised(qkv, heads, width, x)
     if vec:
         _attn_scores_vec(rp, cl, q, z + scale, alpha.numpy(), z - np.inf)
     else:
@@ -264,7 +268,10 @@ def san_attention_backward(grad_out: Tensor, qkv: Tensor, alpha: Tensor, out: Te
     if x is not None and grad_energy is not None:
         grad_x = torch.zeros(x.shape, dtype=x.dtype)
         grad_alpha = alpha.new_empty(alpha.shape)
-        _energy_bwd(rp, cl, al, _np(x), _np(2 * grad_energy.to(x.dtype)), grad_alpha.numpy(), grad_x.numpy(), z)
+        if vectorised(qkv, heads, width, x):
+            _energy_bwd_vec(rp, cl, al, _np(x), _np(2 * grad_energy.to(x.dtype)), grad_alpha.numpy(), grad_x.numpy())
+        else:
+            _energy_bwd(rp, cl, al, _np(x), _np(2 * grad_energy.to(x.dtype)), grad_alpha.numpy(), grad_x.numpy(), z)
     grad_qkv = torch.zeros(qkv.shape, dtype=qkv.dtype)
     ga = grad_alpha.numpy() if grad_alpha is not None else al
     if vectorised(qkv, heads, width):

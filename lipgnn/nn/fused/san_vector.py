@@ -38,7 +38,8 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-__all__ = ["EdgeOps", "attn_aggregate_vec", "attn_bwd_vec", "attn_scores_vec", "edge_ops", "prefetch"]
+__all__ = ["EdgeOps", "EnergyOps", "attn_aggregate_vec", "attn_bwd_vec", "attn_scores_vec", "edge_ops",
+           "energy_bwd_vec", "energy_ops", "prefetch"]
 
 _HEADS, _WIDTH = 4, 8  # lipgnn.nn.fused.san_kernels.VEC_HEADS, VEC_WIDTH
 _F32_BYTES = 4
@@ -176,9 +177,110 @@ def edge_ops(heads: int, width: int) -> EdgeOps:
     return EdgeOps(heads, width, scores, aggregate, backward)
 
 
+def _block_sum(builder: ir.IRBuilder, value: ir.Value, blocks: int, width: int) -> ir.Value:
+    # Sum of ``blocks`` consecutive blocks of ``width`` lanes (a power-of-two count): halves added pairwise.
+    n = blocks * width
+    while n > width:
+        half = n // 2
+        value = builder.fadd(_shuffle(builder, value, n, list(range(half))),
+                             _shuffle(builder, value, n, list(range(half, n))))
+        n = half
+    return value
+
+
+@dataclass(frozen=True)
+class EnergyOps:
+    r"""Per-edge vector operations of the nonlocal energy :math:`\|P_h X - X\|^2` (Guan & He §4.1) for
+    ``heads`` heads and rows ``x`` of ``dim`` float32 channels; ``r`` is a row's ``[heads, dim]`` residuals
+    :math:`r_{h,i} = \sum_e a_{e,h} x_j - x_i`, kept in a scratch row.
+
+    - ``init(x_i, r)``: :math:`r_h = -x_i` for every head.
+    - ``gather(x_j, a_e, r)``: :math:`r_h \mathrel{+}= a_{e,h} x_j`.
+    - ``norms(r, out)``: ``out[h]`` :math:`= \|r_h\|^2`.
+    - ``scatter(x_j, a_e, r, grad_a_e, grad_x_j)``, with ``r`` already scaled by the energies' gradients
+      :math:`g_h`: ``grad_a_e[h]`` :math:`= \langle r_h, x_j\rangle` (written) and
+      :math:`\partial x_j \mathrel{+}= \sum_h a_{e,h} r_h` (one accumulation for all heads).
+    - ``subtract(r, grad_x_i)``: :math:`\partial x_i \mathrel{-}= \sum_h r_h`.
+    """
+
+    heads: int
+    dim: int
+    init: Any
+    gather: Any
+    norms: Any
+    scatter: Any
+    subtract: Any
+
+
+def energy_ops(heads: int, dim: int) -> EnergyOps:
+    """Build :class:`EnergyOps`; ``heads`` and ``dim`` must be powers of two."""
+    for name, value in (("heads", heads), ("dim", dim)):
+        if value < 1 or value & (value - 1):
+            raise ValueError(f"energy_ops needs a power-of-two {name}, got {value}")
+    wide = heads * dim
+    addr = types.uintp
+
+    def tile(builder: ir.IRBuilder, row: ir.Value) -> ir.Value:  # [x | x | ... | x], one copy per head
+        return _shuffle(builder, row, dim, [c for _ in range(heads) for c in range(dim)])
+
+    @intrinsic
+    def init(typingctx, x_addr, r_addr):  # type: ignore[no-untyped-def]
+        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+            xa, ra = args
+            _store(builder, builder.fneg(tile(builder, _load(builder, xa, dim))), ra, wide)
+            return context.get_dummy_value()
+        return types.void(addr, addr), codegen
+
+    @intrinsic
+    def gather(typingctx, x_addr, a_addr, r_addr):  # type: ignore[no-untyped-def]
+        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+            xa, aa, ra = args
+            weights = _broadcast_heads(builder, _load(builder, aa, heads), heads, dim)
+            x = tile(builder, _load(builder, xa, dim))
+            _store(builder, _fma(builder, weights, x, _load(builder, ra, wide), wide), ra, wide)
+            return context.get_dummy_value()
+        return types.void(addr, addr, addr), codegen
+
+    @intrinsic
+    def norms(typingctx, r_addr, out_addr):  # type: ignore[no-untyped-def]
+        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+            ra, oa = args
+            r = _load(builder, ra, wide)
+            _store(builder, _head_sums(builder, builder.fmul(r, r), heads, dim), oa, heads)
+            return context.get_dummy_value()
+        return types.void(addr, addr), codegen
+
+    @intrinsic
+    def scatter(typingctx, x_addr, a_addr, r_addr, grad_a_addr, grad_x_addr):  # type: ignore[no-untyped-def]
+        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+            xa, aa, ra, gaa, gxa = args
+            r = _load(builder, ra, wide)
+            x = _load(builder, xa, dim)
+            _store(builder, _head_sums(builder, builder.fmul(r, tile(builder, x)), heads, dim), gaa, heads)
+            weighted = builder.fmul(_broadcast_heads(builder, _load(builder, aa, heads), heads, dim), r)
+            total = builder.fadd(_load(builder, gxa, dim), _block_sum(builder, weighted, heads, dim))
+            _store(builder, total, gxa, dim)
+            return context.get_dummy_value()
+        return types.void(addr, addr, addr, addr, addr), codegen
+
+    @intrinsic
+    def subtract(typingctx, r_addr, grad_x_addr):  # type: ignore[no-untyped-def]
+        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+            ra, gxa = args
+            total = _block_sum(builder, _load(builder, ra, wide), heads, dim)
+            _store(builder, builder.fsub(_load(builder, gxa, dim), total), gxa, dim)
+            return context.get_dummy_value()
+        return types.void(addr, addr), codegen
+
+    return EnergyOps(heads, dim, init, gather, norms, scatter, subtract)
+
+
 _ops = edge_ops(_HEADS, _WIDTH)
 _edge_scores, _edge_aggregate, _edge_backward = _ops.scores, _ops.aggregate, _ops.backward
 _HC = _HEADS * _WIDTH
+_energy = energy_ops(_HEADS, _HC)  # the block input x has the model's width, heads x width
+_energy_init, _energy_gather, _energy_norms = _energy.init, _energy.gather, _energy.norms
+_energy_scatter, _energy_subtract = _energy.scatter, _energy.subtract
 
 
 @_jit
@@ -205,16 +307,21 @@ def attn_scores_vec(rowptr, col, qkv, scale, shifted, ninf):  # pragma: no cover
 
 @_jit
 def attn_aggregate_vec(rowptr, col, qkv, alpha, out, x, energy, with_x, zero, one, tiny):  # pragma: no cover
-    # _attn_aggregate for 4 heads of width 8, float32: each edge's weights and its v_j row in vector form.
+    # _attn_aggregate for 4 heads of width 8, float32: each edge's weights and its v_j row in vector form;
+    # with x (rows of the model's width, 32), the energies' residuals r_h as one [4, 32] scratch row.
     n = rowptr.shape[0] - 1
-    dim = x.shape[1]
     base = qkv.ctypes.data
     row = qkv.shape[1] * _F32_BYTES
     weights = alpha.ctypes.data
+    edge = _HEADS * _F32_BYTES
+    x_base = x.ctypes.data
+    x_row = _HC * _F32_BYTES
     acc = np.empty(_HC, dtype=qkv.dtype)
     inv = np.empty(_HEADS, dtype=qkv.dtype)
     acc_p, inv_p = acc.ctypes.data, inv.ctypes.data
-    r = np.empty((_HEADS, dim), dtype=qkv.dtype)
+    scratch = np.empty(_HEADS * _HC + _HEADS, dtype=qkv.dtype)  # r, then the heads' ‖r_h‖²
+    r_p = scratch.ctypes.data
+    sq_p = r_p + _HEADS * _HC * _F32_BYTES
     for i in range(n):
         start, end = rowptr[i], rowptr[i + 1]
         for h in range(_HEADS):
@@ -227,25 +334,17 @@ def attn_aggregate_vec(rowptr, col, qkv, alpha, out, x, energy, with_x, zero, on
         for t in range(_HC):
             acc[t] = zero
         for e in range(start, end):
-            _edge_aggregate(weights + e * _HEADS * _F32_BYTES, inv_p, base + col[e] * row + 2 * _HC * _F32_BYTES,
-                            acc_p)
+            _edge_aggregate(weights + e * edge, inv_p, base + col[e] * row + 2 * _HC * _F32_BYTES, acc_p)
         for t in range(_HC):
             out[i, t] = acc[t]
         if with_x:
-            for h in range(_HEADS):
-                for c in range(dim):
-                    r[h, c] = -x[i, c]
+            _energy_init(x_base + i * x_row, r_p)
             for e in range(start, end):
-                j = col[e]
-                for h in range(_HEADS):
-                    a = alpha[e, h]
-                    for c in range(dim):
-                        r[h, c] += a * x[j, c]
+                _energy_gather(x_base + col[e] * x_row, weights + e * edge, r_p)
+            _energy_norms(r_p, sq_p)
             for h in range(_HEADS):
-                t2 = zero
-                for c in range(dim):
-                    t2 += r[h, c] * r[h, c]
-                energy[h] += t2
+                energy[h] += scratch[_HEADS * _HC + h]
+
 
 @_jit
 def attn_bwd_vec(rowptr, col, qkv, scale, alpha, grad_out, out, grad_alpha, with_grad_alpha, grad_qkv,
@@ -295,3 +394,31 @@ def attn_bwd_vec(rowptr, col, qkv, scale, alpha, grad_out, out, grad_alpha, with
                            scale)
         for t in range(_HC):
             grad_qkv[i, t] += gq[t]
+
+
+@_jit
+def energy_bwd_vec(rowptr, col, alpha, x, grad_energy, grad_alpha, grad_x):  # pragma: no cover
+    # san_kernels._energy_bwd for 4 heads and rows x of 32 float32 channels (grad_energy[h] = 2 ∂L/∂e_h;
+    # grad_x zero-initialised): r_h recomputed per row into a scratch row, then one visit of each edge writes
+    # its four ∂a_e,h and adds Σ_h a_e,h g_h r_h to ∂x_j.
+    n = rowptr.shape[0] - 1
+    x_base, grad_x_base = x.ctypes.data, grad_x.ctypes.data
+    weights, grad_weights = alpha.ctypes.data, grad_alpha.ctypes.data
+    x_row = _HC * _F32_BYTES
+    edge = _HEADS * _F32_BYTES
+    r = np.empty(_HEADS * _HC, dtype=x.dtype)
+    r_p = r.ctypes.data
+    for i in range(n):
+        start, end = rowptr[i], rowptr[i + 1]
+        _energy_init(x_base + i * x_row, r_p)
+        for e in range(start, end):
+            _energy_gather(x_base + col[e] * x_row, weights + e * edge, r_p)
+        for h in range(_HEADS):
+            g = grad_energy[h]
+            for c in range(_HC):
+                r[h * _HC + c] *= g
+        for e in range(start, end):
+            j = col[e]
+            _energy_scatter(x_base + j * x_row, weights + e * edge, r_p, grad_weights + e * edge,
+                            grad_x_base + j * x_row)
+        _energy_subtract(r_p, grad_x_base + i * x_row)
