@@ -1,4 +1,4 @@
-r"""Per-edge vector operations of multi-head dot-product attention, written as LLVM vector IR.
+r"""Per-edge vector operations of SAN's multi-head attention and nonlocal energy, written as LLVM vector IR.
 
 Why by hand: numba compiles the per-head loops of :mod:`lipgnn.nn.fused.san_kernels` (a 32-wide product,
 then a sum of each head's 8 channels, per edge) to scalar code; none of the loop forms tried made LLVM's
@@ -19,6 +19,8 @@ head-major (``t = h·d + c``):
   ``g`` a further gradient of the weights (zeros without one), then
   :math:`\partial q_i \mathrel{+}= \mathrm{bcast}(\partial s_e) \odot k_j` and
   :math:`\partial k_j \mathrel{+}= \mathrm{bcast}(\partial s_e) \odot q_i`.
+- :class:`EnergyOps`: the nonlocal energy :math:`\|P_h X - X\|^2` (Guan & He §4.1) of each head, its residual rows
+  :math:`r_{h,i} = \sum_e a_{e,h} x_j - x_i` and their gradients, all heads at once.
 
 Operands are addresses (``array.ctypes.data`` plus offsets, in bytes) of float32 rows, each read and
 written as one unaligned vector; the head sums are reassociated (pairwise), so results differ from a
