@@ -281,7 +281,26 @@ def test_fig4_1000_epoch_seed_2_is_the_1000_epoch_grid_at_seed_2() -> None:
 
     points = [p for p in declared_grid("fig4", "cpu").points if p.get("depth") == 15 and p.get("norm.name") == "lip"
               and p.get("train.lr") == 0.001 and p.get("model.dropout") == 0.0]
-    assert sorted(p["seed"] for p in points) == [0, 1, 2]  # the 1000-epoch sweeps only: 200 epochs has no dropout axis
+    assert sorted(p["seed"] for p in points) == [0, 1, 2, 3, 4]  # the 1000-epoch sweeps only (no dropout axis at 200)
+
+
+def test_fig4_1000_epoch_seeds_3_4_are_the_compared_depths_at_seeds_3_4() -> None:
+    """conf/grid/fig4_cpu_1000_seeds_34.yaml: fig4_cpu_1000.yaml's runs at depths 2 and 15 (the depths the 1000-epoch
+    verdicts compare) at seeds 3 and 4, with the run ids a launch of that grid with those seeds gets; depths 5 and
+    10 keep seeds 0-2."""
+    extra = sweep_jobs("fig4", ["budget=cpu", "grid=fig4_cpu_1000_seeds_34"])
+    main = sweep_jobs("fig4", ["budget=cpu", "grid=fig4_cpu_1000"])
+    assert len(extra) == 2 * 2 * 2 * 2 * 2
+    extra_ids = {run_id(compose_cfg(job)) for job in extra}
+    main_at = {run_id(compose_cfg([o if not o.startswith("seed=") else f"seed={seed}" for o in job]))
+               for job in main for seed in (3, 4) if f"depth={2}" in job or f"depth={15}" in job}
+    assert extra_ids == main_at
+    assert [o for o in extra[0] if o.startswith("seed=")] == ["seed=3"]  # seed first: a cut-short sweep leaves seed 3
+    from lipgnn.results.grid import declared_grid
+
+    middle = [p for p in declared_grid("fig4", "cpu").points if p.get("depth") == 10 and p.get("norm.name") == "lip"
+              and p.get("train.lr") == 0.001 and p.get("model.dropout") == 0.0]
+    assert sorted(p["seed"] for p in middle) == [0, 1, 2]
 
 
 @pytest.mark.parametrize("experiment,grid,size,cell,seeds", [
@@ -289,8 +308,8 @@ def test_fig4_1000_epoch_seed_2_is_the_1000_epoch_grid_at_seed_2() -> None:
     ("fig6_protocol", "fig6_protocol_cpu_seeds", 4, {"model.name": "gt", "norm.name": "none", "depth": 30},
      [0, 1, 2, 3, 4]),  # seeds 3-4 of GT and GT-Lip: fig6_protocol_cpu_seeds_34.yaml
     ("fig4", "fig4_cpu_seeds", 2 * 4 * 2 * 2, {"model.name": "gat", "norm.name": "lip", "depth": 15, "train.lr": 0.001},
-     [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 4]),  # 200 epochs: seeds 0-4 (3-4: fig4_cpu_seeds_34.yaml); the 1000-epoch
-    # sweeps: seeds 0-2 x dropout {authors', none}
+     [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4]),  # 200 epochs: seeds 0-4 (3-4: fig4_cpu_seeds_34.yaml); the
+    # 1000-epoch sweeps at 15 layers: seeds 0-4 x dropout {authors', none} (3-4: fig4_cpu_1000_seeds_34.yaml)
     ("fig3", "fig3_cpu_seeds", 2 * 4 * 2, {"model.name": "gat", "norm.name": "none", "depth": 30},
      [0, 1, 2, 3, 4]),  # seeds 3-4: fig3_cpu_seeds_34.yaml
     ("fig6", "fig6_cpu_seeds", 8 * 4 * 2 * 2,

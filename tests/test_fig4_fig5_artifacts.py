@@ -155,7 +155,7 @@ def test_fig4_epoch_budgets_are_separate_series_never_pooled(tmp_path: Path) -> 
                                                    0.41 if lr == 0.005 else 0.39))
         for lr in (0.005, 0.001):        # the 1000-epoch grid: better validation, which must not leak into 200
             for dropout in (0.6, 0.0):
-                for seed in (0, 1, 2):
+                for seed in (0, 1, 2, 3, 4):  # at 15 layers the 1000-epoch sweeps declare seeds 0-4
                     good = norm == "lip" and lr == 0.001 and dropout == 0.0
                     write_record(tmp_path, fig4_record(norm, 15, 1000, lr, dropout, seed, 0.8 if good else 0.5,
                                                        0.75 if good else 0.45))
@@ -164,14 +164,40 @@ def test_fig4_epoch_budgets_are_separate_series_never_pooled(tmp_path: Path) -> 
     assert "| depth | GAT (200 epochs) | GAT-Lip (200 epochs) |" in block
     assert "| 15 | 41.0 ± 0.0 | 41.0 ± 0.0 |" in block                        # 200 epochs: lr 0.005's 41.0
     assert "| depth | GAT (1000 epochs) | GAT-Lip (1000 epochs) |" in block
-    # 1000 epochs: GAT-Lip's lr 0.001 / no-dropout point; 12 of the 12 declared runs per depth, not partial.
+    # 1000 epochs: GAT-Lip's lr 0.001 / no-dropout point; 20 of the 20 runs declared at 15 layers, not partial.
     assert "| 15 | 45.0 ± 0.0 | 75.0 ± 0.0 |" in block and not re.search(r"\[partial: \d", block)
-    assert "partial below the 12 runs per depth its sweep declares" in block
+    assert "partial below the 20 runs per depth its sweep declares" in block
     labels = [c.quote.split(" — ")[-1] for c in fig4.claims(frame)]
     assert "PubMed 100%, 200 epochs, GAT-Lip vs GAT" in labels and "PubMed 100%, 1000 epochs, GAT-Lip vs GAT" in labels
     fig = fig4.figure(frame)
     legend = fig.axes[0].get_legend_handles_labels()[1]
     assert {"GAT, 200 epochs", "GAT-Lip, 200 epochs", "GAT, 1000 epochs", "GAT-Lip, 1000 epochs"} <= set(legend)
+
+
+def test_fig4_points_are_complete_by_what_their_depth_declares(tmp_path: Path) -> None:
+    """conf/grid/fig4_cpu_1000_seeds_34.yaml adds seeds 3-4 at 2 and 15 layers only: at 10 layers three seeds make a
+    complete point, at 15 layers three seeds are partial and its verdict is under budget."""
+    for norm in ("none", "lip"):
+        for lr in (0.005, 0.001):
+            for dropout in (0.6, 0.0):
+                for depth, seeds in ((10, (0, 1, 2)), (15, (0, 1, 2))):
+                    for seed in seeds:
+                        write_record(tmp_path, fig4_record(norm, depth, 1000, lr, dropout, seed, 0.5, 0.45))
+    block = fig4.report(Loader(tmp_path).frame(fig4.ARTIFACT))["claim-fig4"]
+    assert "partial below the runs its sweeps declare at its depth: 12 at 10 layers; 20 at 15 layers" in block
+    rows = {line.split("|")[1].strip(): line for line in block.splitlines() if line.startswith("| 1")}
+    assert "partial" not in rows["10"] and "[partial: 12/20" in rows["15"]
+    for claim in ("GAT-Lip vs GAT", "GAT-Lip improves with depth"):  # both read the partial 15-layer point
+        assert block.split(f"1000 epochs, {claim}: ")[1].startswith("**under budget**")
+    for norm in ("none", "lip"):  # seeds 3-4 complete the 15-layer point: both verdicts are decided
+        for lr in (0.005, 0.001):
+            for dropout in (0.6, 0.0):
+                for seed in (3, 4):
+                    write_record(tmp_path, fig4_record(norm, 15, 1000, lr, dropout, seed, 0.5, 0.45))
+    block = fig4.report(Loader(tmp_path).frame(fig4.ARTIFACT))["claim-fig4"]
+    assert not re.search(r"\[partial: \d", block)
+    for claim in ("GAT-Lip vs GAT", "GAT-Lip improves with depth"):
+        assert not block.split(f"1000 epochs, {claim}: ")[1].startswith("**under budget**")
 
 
 def test_fig5_pass_caps_are_per_depth_so_its_sweep_declares_no_single_epoch_budget() -> None:
@@ -193,4 +219,5 @@ def test_fig5_pass_caps_are_per_depth_so_its_sweep_declares_no_single_epoch_budg
                                                                               "fig4_cpu_seeds": 200.0,
                                                                               "fig4_cpu_seeds_34": 200.0,
                                                                               "fig4_cpu_1000": 1000.0,
-                                                                              "fig4_cpu_1000_seed2": 1000.0}
+                                                                              "fig4_cpu_1000_seed2": 1000.0,
+                                                                              "fig4_cpu_1000_seeds_34": 1000.0}

@@ -8,6 +8,7 @@ own sweep declares (``lipgnn.results.grid``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -18,7 +19,7 @@ from lipgnn.results.artifacts.lipschitznorm._summary import by_verdict
 from lipgnn.results.artifacts.lipschitznorm.table3 import dropout_setting
 from lipgnn.results.grid import declared_sweeps, point_keys
 from lipgnn.results.labels import NOT_RUN_BUDGET
-from lipgnn.results.protocol import full_grid_size, with_selected_metrics
+from lipgnn.results.protocol import depths, full_grid_size, is_partial, with_selected_metrics
 from lipgnn.results.render.text import fmt_value, md_table, pct
 from lipgnn.results.reporting import LEGEND, Finding, Findings, depth_rows, pair_finding, runs_line
 from lipgnn.results.stats import LEGEND as VERDICT_LEGEND
@@ -72,6 +73,17 @@ def declared_runs(df: pd.DataFrame, epochs: float, variant: str, depth: int | No
     return max(counts.values(), default=0)
 
 
+def point_runs(df: pd.DataFrame, epochs: float, runs: pd.DataFrame) -> Callable[[str, int], int]:
+    """The run count of a complete point of a variant at a depth (``protocol.Full``): what the budget's sweeps
+    declare there (extra seeds may cover only some depths), else the fullest point's count in ``runs``."""
+    fallback = full_grid_size(runs, ["variant", "depth"])
+
+    def full(variant: str, depth: int) -> int:
+        return declared_runs(df, epochs, variant, depth) or fallback
+
+    return full
+
+
 def figure(df: pd.DataFrame) -> matplotlib.figure.Figure:
     """Test accuracy vs depth on PubMed with 100% missing vectors: GAT vs GAT-Lip, mean ± std."""
     # matplotlib is imported only when a figure is drawn: the registry loads every artifact module.
@@ -90,12 +102,12 @@ def figure(df: pd.DataFrame) -> matplotlib.figure.Figure:
     styles = ["--", "-", ":", "-."]
     for i, epochs in enumerate(budgets):
         at_budget = runs[runs["epochs"] == epochs]
+        full = point_runs(df, epochs, at_budget)
         for variant, norm in (("GAT", "none"), ("GAT-Lip", "lip")):
-            declared = declared_runs(df, epochs, variant)
-            full_here = declared if declared else full_grid_size(at_budget, ["variant", "depth"])
             drawn |= P.plot_depth_series(ax, at_budget[at_budget["variant"] == variant],
                                         f"{variant}, {budget_label(epochs)}", P.NORM_COLOURS[norm],
-                                        styles[i % len(styles)], "o" if norm == "none" else "s", full=full_here)
+                                        styles[i % len(styles)], "o" if norm == "none" else "s",
+                                        full=lambda _label, depth, v=variant, f=full: f(v, depth))
     # The paper prints no numbers for Fig. 4; its Table 1 gives the selected PubMed 100% models.
     for variant in ("GAT", "GAT-Lip"):
         ref = table1.PAPER[variant][("pubmed", 100)]
@@ -117,13 +129,19 @@ def figure(df: pd.DataFrame) -> matplotlib.figure.Figure:
 def _budget_block(df: pd.DataFrame, runs: pd.DataFrame, epochs: float, found: Findings) -> list[str]:
     """One epoch budget's table (depth x GAT, GAT-Lip) and its two verdicts."""
     label = budget_label(epochs)
-    declared = [declared_runs(df, epochs, v) for v in VARIANTS]
-    full = max((d for d in declared if d), default=0) or full_grid_size(runs, ["variant", "depth"])
+    full = point_runs(df, epochs, runs)
     dropouts = sorted({dropout_setting(d) for d in runs["dropout"]})
     grid = f"lr {{{_joined_values(runs['lr'])}}}, dropout {{{', '.join(dropouts)}}}"
     seeds = ", ".join(str(int(s)) for s in sorted(runs["seed"].dropna().unique()))
-    lines = [f"*{label}* (grid: {grid}; seeds {seeds}; a point is partial below the {full} runs per depth its "
-             "sweep declares):", ""]
+    per_depth: dict[int, list[int]] = {}
+    for depth in depths(runs):
+        per_depth.setdefault(max(full(v, depth) for v in VARIANTS), []).append(int(depth))
+    if len(per_depth) == 1:
+        partial = f"a point is partial below the {next(iter(per_depth))} runs per depth its sweep declares"
+    else:
+        partial = "a point is partial below the runs its sweeps declare at its depth: " + "; ".join(
+            f"{n} at {', '.join(str(d) for d in ds)} layers" for n, ds in sorted(per_depth.items()))
+    lines = [f"*{label}* (grid: {grid}; seeds {seeds}; {partial}):", ""]
     rows, results = depth_rows(runs, VARIANTS, full)
     lines += md_table(["depth", f"GAT ({label})", f"GAT-Lip ({label})"], rows)
     lines += ["", found.add(pair_finding(f"PubMed 100%, {label}", results, "GAT-Lip", "GAT", "test accuracy",
@@ -134,7 +152,7 @@ def _budget_block(df: pd.DataFrame, runs: pd.DataFrame, epochs: float, found: Fi
         lo, hi = min(lip), max(lip)
         diff = paired_difference(lip[hi].runs, lip[lo].runs)
         best_depth = max(lip, key=lambda d: (lip[d].mean, -d))
-        budget = under_budget(lip[hi].runs) or under_budget(lip[lo].runs)
+        budget = any(under_budget(lip[d].runs) or is_partial(lip[d].n_point_runs, full("GAT-Lip", d)) for d in (lo, hi))
         lines.append(found.line(name, with_budget(greater(diff), budget),
                                 f"{pct(lip[lo].mean)} at {lo} layers vs {pct(lip[hi].mean)} at {hi} layers; paired "
                                 f"difference {diff.text()} points; best at {best_depth} layers.",
