@@ -42,7 +42,6 @@ __all__ = ["san_attention", "san_attention_backward", "vectorised"]
 VEC_HEADS, VEC_WIDTH = 4, 8  # the vector loops' shape (lipgnn.nn.fused.san_vector): conf/model/san.yaml's SAN
 
 
-
 def vectorised(qkv: Tensor, heads: int, width: int, x: Tensor | None = None) -> bool:
     """Whether :func:`san_attention` takes the vector loops for these operands: float32, 4 heads of width 8,
     and the nonlocal energy's ``x`` (if any) float32 rows of the same 32 channels."""
@@ -273,13 +272,13 @@ def san_attention_backward(grad_out: Tensor, qkv: Tensor, alpha: Tensor, out: Te
         else:
             _energy_bwd(rp, cl, al, _np(x), _np(2 * grad_energy.to(x.dtype)), grad_alpha.numpy(), grad_x.numpy(), z)
     grad_qkv = torch.zeros(qkv.shape, dtype=qkv.dtype)
-    ga = grad_alpha.numpy() if grad_alpha is not None else al
     if vectorised(qkv, heads, width):
-        if grad_alpha is None:
-            ga = np.zeros((1, heads), dtype=al.dtype)
+        # without a weights' gradient the vector loop reads one zero row (stride 0)
+        ga = grad_alpha.numpy() if grad_alpha is not None else np.zeros((1, heads), dtype=al.dtype)
         _attn_bwd_vec(rp, cl, _np(qkv), z + scale, al, _np(grad_out), _np(out), ga, grad_alpha is not None,
                       grad_qkv.numpy(), z)
     else:
+        ga = grad_alpha.numpy() if grad_alpha is not None else al
         _attn_bwd(rp, cl, _np(qkv), heads, width, z + scale, al, _np(grad_out), _np(out), ga, grad_alpha is not None,
                   grad_qkv.numpy(), z)
     return grad_qkv, grad_x
