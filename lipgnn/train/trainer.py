@@ -32,6 +32,7 @@ from lipgnn.errors import ConfigError
 from lipgnn.train import faults
 from lipgnn.train.checkpoint import load_checkpoint, restore_rng_state, rng_state, save_checkpoint
 from lipgnn.train.cuda_graph import GraphedStep, lr_in_tensor
+from lipgnn.train.flat_adam import FlatAdam, flat_adam_applies
 from lipgnn.train.loggers import NullLogger, RunLogger
 from lipgnn.train.metrics import is_finite, loss_fn
 
@@ -75,8 +76,12 @@ def adam(params: Iterable[torch.nn.Parameter], lr: float, weight_decay: float = 
     CPU or CUDA): one pass over all tensors instead of about ten small operations per tensor. One
     thread, measured: a 30-layer GAT's 124 tensors 5.9 → 0.95 ms per step; a 256-layer SAN's step
     0.13 → 0.034 s. Same update rule; the sums round differently in the last bits. ``capturable`` (CUDA
-    parameters only) keeps the step count on the device, as a CUDA-graph capture needs."""
+    parameters only) keeps the step count on the device, as a CUDA-graph capture needs. Otherwise, where the
+    parameters share a dtype and device, :class:`~lipgnn.train.flat_adam.FlatAdam`: the same kernel called
+    once over all parameters in one buffer (a 256-layer SAN's 3,590 tensors: 22–27 → ~4 ms a step)."""
     params = list(params)
+    if not capturable and flat_adam_applies(params):
+        return FlatAdam(params, lr=lr, weight_decay=weight_decay)
     fusable = bool(params) and all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params)
     capturable = capturable and fusable and all(p.device.type == "cuda" for p in params)
     return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, fused=True if fusable else None,
