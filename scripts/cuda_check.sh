@@ -37,7 +37,7 @@ EOF
 layer_tests=(test_fused test_fused_activation test_fused_gcn test_fused_ggnn test_fused_gin test_fused_pair_norm
              test_kernels test_lip_gat_conv test_lip_transformer_conv test_l2_attention test_l2_fused test_lipschitz
              test_lipschitz_bounds test_san test_san_fused test_nonlocal_fused test_sparse_input
-             test_block_layer_norm test_locality test_identity test_models test_cuda_graph)
+             test_block_layer_norm test_locality test_identity test_models test_cuda_graph test_flat_adam)
 files=()
 for t in "${layer_tests[@]}"; do files+=("tests/$t.py"); done
 workers=()
