@@ -234,6 +234,9 @@ def test_depth_claims_are_judged_on_the_longest_budget_that_can_judge_them() -> 
     # A 500-epoch Pre-LN model at one depth only: the Pre-LN claim falls back to the 100-epoch runs.
     rows += [_record("pre", d, 0.9, seed=s) for d in (2, 256) for s in range(3)]
     rows += [_record("pre", 2, 0.9, seed=s, epochs=500) for s in range(3)]
+    # 1000 epochs at 256 layers only (the cpu_1000 budget): it judges the nonlocal-vs-Post-LN claim there, but has no
+    # shallow Post-LN model, so the collapse claim stays on the 500-epoch runs (not a drop from 256 to 256 layers).
+    long = [_record(a, 256, 0.3, seed=s, epochs=1000) for a in ("post", "nonlocal") for s in range(3)]
     frame = pd.DataFrame(rows)
     table = gh_depth.summary(frame)
     assert sorted(set(zip(table["architecture"], table["depth"], table["epochs"], strict=True))) == sorted(
@@ -246,6 +249,11 @@ def test_depth_claims_are_judged_on_the_longest_budget_that_can_judge_them() -> 
     assert collapse.verdict == HOLDS and collapse.evidence.startswith("at 500 epochs:")
     assert pre.verdict == HOLDS and pre.evidence.startswith("at 100 epochs:")
     assert "at 500 epochs: not run" in pre.evidence
+    pre, collapse, lead = gh_depth.claims(pd.DataFrame(rows + long))
+    assert collapse.verdict == HOLDS and collapse.evidence.startswith("at 500 epochs:")
+    assert "at 1000 epochs: not run" in collapse.evidence
+    assert lead.verdict == TIE and lead.evidence.startswith("at 1000 epochs:")
+    assert "at 500 epochs: holds" in lead.evidence
 
 
 def test_trained_model_diagnostics_read_the_longest_budget_with_deep_models_of_both() -> None:

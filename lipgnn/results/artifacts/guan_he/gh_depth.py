@@ -130,6 +130,8 @@ def _judge(runs: pd.DataFrame) -> list[tuple[str, str]]:
     post_depths = [d for d, v in post.items() if v is not None]
     if not post_depths or max(post_depths) < 128:
         verdict = UNDER_BUDGET
+    elif len(post_depths) < 2:  # a drop needs a shallow model beside the deep one in the same budget
+        verdict, evidence = NOT_RUN, "no Post-LN depth run beside the deepest"
     else:
         shallow, deep = min(post_depths), max(post_depths)
         drops = {s: _paired(runs, "post", shallow, "post", deep, s) for s in ("train", "val", "test")}
