@@ -286,8 +286,8 @@ def test_fig4_1000_epoch_seed_2_is_the_1000_epoch_grid_at_seed_2() -> None:
 
 def test_fig4_1000_epoch_seeds_3_4_are_the_compared_depths_at_seeds_3_4() -> None:
     """conf/grid/fig4_cpu_1000_seeds_34.yaml: fig4_cpu_1000.yaml's runs at depths 2 and 15 (the depths the 1000-epoch
-    verdicts compare) at seeds 3 and 4, with the run ids a launch of that grid with those seeds gets; depths 5 and
-    10 keep seeds 0-2."""
+    verdicts compare) at seeds 3 and 4, with the run ids a launch of that grid with those seeds gets; and
+    fig4_cpu_1000_seeds_34_mid.yaml the same at depths 5 and 10."""
     extra = sweep_jobs("fig4", ["budget=cpu", "grid=fig4_cpu_1000_seeds_34"])
     main = sweep_jobs("fig4", ["budget=cpu", "grid=fig4_cpu_1000"])
     assert len(extra) == 2 * 2 * 2 * 2 * 2
@@ -298,9 +298,16 @@ def test_fig4_1000_epoch_seeds_3_4_are_the_compared_depths_at_seeds_3_4() -> Non
     assert [o for o in extra[0] if o.startswith("seed=")] == ["seed=3"]  # seed first: a cut-short sweep leaves seed 3
     from lipgnn.results.grid import declared_grid
 
-    middle = [p for p in declared_grid("fig4", "cpu").points if p.get("depth") == 10 and p.get("norm.name") == "lip"
-              and p.get("train.lr") == 0.001 and p.get("model.dropout") == 0.0]
-    assert sorted(p["seed"] for p in middle) == [0, 1, 2]
+    mid = sweep_jobs("fig4", ["budget=cpu", "grid=fig4_cpu_1000_seeds_34_mid"])  # the same at depths 5 and 10
+    assert len(mid) == 2 * 2 * 2 * 2 * 2
+    mid_at = {run_id(compose_cfg([o if not o.startswith("seed=") else f"seed={seed}" for o in job]))
+              for job in main for seed in (3, 4) if f"depth={5}" in job or f"depth={10}" in job}
+    assert {run_id(compose_cfg(job)) for job in mid} == mid_at
+    assert [o for o in mid[0] if o.startswith("seed=")] == ["seed=3"]
+    for depth in (2, 5, 10, 15):  # every point of the 1000-epoch series: five paired seeds
+        point = [p for p in declared_grid("fig4", "cpu").points if p.get("depth") == depth
+                 and p.get("norm.name") == "lip" and p.get("train.lr") == 0.001 and p.get("model.dropout") == 0.0]
+        assert sorted(p["seed"] for p in point) == [0, 1, 2, 3, 4]
 
 
 @pytest.mark.parametrize("experiment,grid,size,cell,seeds", [

@@ -174,9 +174,11 @@ def test_fig4_epoch_budgets_are_separate_series_never_pooled(tmp_path: Path) -> 
     assert {"GAT, 200 epochs", "GAT-Lip, 200 epochs", "GAT, 1000 epochs", "GAT-Lip, 1000 epochs"} <= set(legend)
 
 
-def test_fig4_points_are_complete_by_what_their_depth_declares(tmp_path: Path) -> None:
-    """conf/grid/fig4_cpu_1000_seeds_34.yaml adds seeds 3-4 at 2 and 15 layers only: at 10 layers three seeds make a
-    complete point, at 15 layers three seeds are partial and its verdict is under budget."""
+def test_fig4_points_are_complete_by_what_their_depth_declares(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without conf/grid/fig4_cpu_1000_seeds_34_mid.yaml, seeds 3-4 are declared at 2 and 15 layers only
+    (fig4_cpu_1000_seeds_34.yaml): at 10 layers three seeds make a complete point, at 15 layers three seeds are
+    partial and its verdict is under budget."""
+    conf_without(monkeypatch, tmp_path / "without_mid", "fig4_cpu_1000_seeds_34_mid.yaml")
     for norm in ("none", "lip"):
         for lr in (0.005, 0.001):
             for dropout in (0.6, 0.0):
@@ -220,4 +222,5 @@ def test_fig5_pass_caps_are_per_depth_so_its_sweep_declares_no_single_epoch_budg
                                                                               "fig4_cpu_seeds_34": 200.0,
                                                                               "fig4_cpu_1000": 1000.0,
                                                                               "fig4_cpu_1000_seed2": 1000.0,
-                                                                              "fig4_cpu_1000_seeds_34": 1000.0}
+                                                                              "fig4_cpu_1000_seeds_34": 1000.0,
+                                                                              "fig4_cpu_1000_seeds_34_mid": 1000.0}

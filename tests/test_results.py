@@ -659,16 +659,16 @@ def test_declared_sweeps_are_those_of_the_experiments_own_records_budgets(monkey
     monkeypatch.setattr(grid, "CONF_DIR", Path(CONF_DIR))
     runs = pd.DataFrame([{"experiment": "fig4", "budget": "cpu"}, {"experiment": "fig6", "budget": "paper"}])
     names = [s.name for s in declared_sweeps(runs, "fig4")]
-    assert names == ["fig4_cpu", "fig4_cpu_1000", "fig4_cpu_1000_seed2", "fig4_cpu_1000_seeds_34", "fig4_cpu_seeds",
-                     "fig4_cpu_seeds_34"]
+    assert names == ["fig4_cpu", "fig4_cpu_1000", "fig4_cpu_1000_seed2", "fig4_cpu_1000_seeds_34",
+                     "fig4_cpu_1000_seeds_34_mid", "fig4_cpu_seeds", "fig4_cpu_seeds_34"]
     assert declared_sweeps(runs, "fig4", budgets=("paper",)) == []
     assert [s.name for s in declared_sweeps(runs, "fig6")] == ["fig6_paper"]
     assert declared_sweeps(runs.iloc[0:0], "fig4") == [] and expected_runs(runs.iloc[0:0], "fig4") is None
-    # 200 epochs: lr x seeds 0-4; 1000 epochs: lr x dropout x seeds 0-4 at depths 2 and 15, seeds 0-2 at 5 and 10
+    # 200 epochs: lr x seeds 0-4; 1000 epochs: lr x dropout x seeds 0-4 at every depth
     assert expected_runs(runs, "fig4", variant="GAT-Lip", depth=15) == 2 * 5 + 2 * 2 * 5
     assert declared_runs(runs, 200.0, "GAT-Lip", 15) == 2 * 5
     assert declared_runs(runs, 1000.0, "GAT-Lip", 15) == 2 * 2 * 5
-    assert declared_runs(runs, 1000.0, "GAT-Lip", 10) == 2 * 2 * 3
+    assert declared_runs(runs, 1000.0, "GAT-Lip", 10) == 2 * 2 * 5
     assert declared_runs(runs, 1000.0, "GAT-Lip") == 2 * 2 * 5  # the largest over depths
     assert declared_runs(runs, 7.0, "GAT-Lip") is None
 
