@@ -243,3 +243,51 @@ def test_each_timed_layer_call_starts_from_an_empty_input_gradient(monkeypatch: 
     for h, graph_in, grad in kept.values():
         once = torch.autograd.grad(conv(h, graph_in), h, grad)[0]
         torch.testing.assert_close(h.grad, once)
+
+
+def test_isolated_table_gives_every_variant_its_own_process() -> None:
+    """``isolate=True``: one worker per variant (none of them this process), the same rounds, the same
+    weights (so the same max|Δ| as in one process) and a measured warm-up."""
+    import os
+
+    from lipgnn.bench.runner import bench_config
+
+    graph = load_graph("tiny")
+    lines: list[str] = []
+    kwargs = {"hidden": 16, "heads": 1, "seed": 0}
+    variants = ["pyg_gat", "gat"]
+    isolated = bench_config(graph, 2, variants, 3, torch.device("cpu"), log=lines.append, isolate=True, threads=1,
+                            **kwargs)
+    shared = bench_config(graph, 2, variants, 1, torch.device("cpu"), log=lambda _: None, **kwargs)
+    header = next(line for line in lines if "one process per variant" in line)
+    pids = {int(part.split("pid ")[1]) for part in header.split("(")[1].rstrip(")").split(", ")}
+    assert len(pids) == 2 and os.getpid() not in pids
+    assert [m.variant for m in isolated] == variants
+    assert all(len(m.times_s) == len(m.cpu_s) == 3 and min(m.times_s) > 0 for m in isolated)
+    assert all(m.peak_mb >= 0 and not math.isnan(m.peak_mb) for m in isolated)
+    assert isolated[1].max_abs_diff_vs_pyg == shared[1].max_abs_diff_vs_pyg < 1e-5
+    assert isolated[1].ratio_vs_pyg == pytest.approx(isolated[1].median_s / isolated[0].median_s)
+    assert sum("round" in line for line in lines) == 3
+
+
+def test_a_failing_worker_is_one_clear_error() -> None:
+    from lipgnn.bench.isolated import Workers, WorkerSpec
+
+    spec = WorkerSpec("no-such-graph", 0, "gat", 2, 16, 1, "cpu", 1, True, False)
+    with pytest.raises(RuntimeError, match="bench worker for 'gat' failed: .*no-such-graph"), Workers([spec]):
+        pass
+
+
+def test_isolate_choices() -> None:
+    assert parse_args([]).isolate == "san" and parse_args(["--isolate", "all"]).isolate == "all"
+    cfg = parse_args(["--tiny"])
+    assert cfg.isolated("san") and not cfg.isolated("steps")
+    cfg.isolate = "all"
+    assert cfg.isolated("steps")
+    cfg.isolate = "none"
+    assert not cfg.isolated("san")
+    cfg.isolate = "some"
+    with pytest.raises(ValueError, match="isolate must be one of"):
+        cfg.isolated("san")
+    with pytest.raises(SystemExit):
+        parse_args(["--isolate", "some"])

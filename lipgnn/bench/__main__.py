@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lipgnn.bench.graphs import SIZES
-from lipgnn.bench.runner import SAN_VARIANTS, VARIANTS, BenchConfig, run
+from lipgnn.bench.runner import ISOLATE_CHOICES, SAN_VARIANTS, VARIANTS, BenchConfig, run
 
 
 def _ints(text: str) -> list[int]:
@@ -57,6 +57,9 @@ def parse_args(argv: Sequence[str] | None = None) -> BenchConfig:
     p.add_argument("--malloc-tuning", action=argparse.BooleanOptionalAction, default=True,
                    help="time the in-process steps under the trainer's glibc malloc settings "
                         "(train.malloc_tuning; default on, as train.py runs)")
+    p.add_argument("--isolate", choices=ISOLATE_CHOICES, default="san",
+                   help="step tables that time every variant in a process of its own, rounds still interleaved: "
+                        "none, san (the SAN row; default) or all")
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--heads", type=int, default=1)
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
@@ -88,7 +91,7 @@ def parse_args(argv: Sequence[str] | None = None) -> BenchConfig:
         ckpt_graph=None if ckpt_graph == "none" else ckpt_graph, ckpt_depth=ckpt_depth, hidden=a.hidden,
         heads=a.heads, seed=a.seed, threads=threads, device=a.device, e2e_pairs=e2e_pairs, floor=floor,
         san_depth=san_depth, san_repeats=a.san_repeats, san_variants=tuple(a.san_variants or SAN_VARIANTS),
-        malloc_tuning=a.malloc_tuning,
+        malloc_tuning=a.malloc_tuning, isolate=a.isolate,
     )
 
 

@@ -69,6 +69,7 @@ from lipgnn.train.trainer import adam
 VARIANTS: tuple[str, ...] = ("pyg_gat", "gat", "gat_lip", "pyg_gt", "gt", "gt_lip")
 CKPT_VARIANT = "gat_lip_ckpt"
 SUMMARY_COLUMNS: tuple[str, ...] = ("graph", "depth", "variant", "median_s", "peak_mb", "ratio_vs_pyg")
+ISOLATE_CHOICES: tuple[str, ...] = ("none", "san", "all")
 LARGE_GRAPH_NODES = 100_000  # graphs above this size are capped at --large-max-depth
 
 
@@ -227,16 +228,26 @@ def _clear_csr_cache() -> None:
     clear_csr_cache()
 
 
+def _compared(name: str) -> bool:
+    """Whether ``name``'s eval output enters ``max|Δ|`` (stock stacks and the variants without LipschitzNorm,
+    which compute the same function as their stock stack)."""
+    return name.startswith("pyg_") or not name.endswith("_lip")
+
+
 def _output_diff(models: dict[str, nn.Module], graph: BenchGraph) -> dict[str, float]:
     """max |Δ| of each variant's eval-mode output against its stock PyG stack (same weights)."""
-    diffs: dict[str, float] = {}
     outs: dict[str, torch.Tensor] = {}
     with torch.no_grad():
         for name, model in models.items():
-            if name.startswith("pyg_") or not name.endswith("_lip"):
+            if _compared(name):
                 model.eval()
                 outs[name] = model(graph.x, graph.edge_index)
                 model.train()
+    return _diffs(outs)
+
+
+def _diffs(outs: dict[str, torch.Tensor]) -> dict[str, float]:
+    diffs: dict[str, float] = {}
     for name, out in outs.items():
         base = outs.get(baseline_of(name))
         if base is not None and not name.startswith("pyg_"):
@@ -245,25 +256,49 @@ def _output_diff(models: dict[str, nn.Module], graph: BenchGraph) -> dict[str, f
 
 
 def bench_config(graph: BenchGraph, depth: int, variants: Sequence[str], repeats: int, device: torch.device,
-                 *, hidden: int, heads: int, seed: int, log: Callable[[str], None]) -> list[Measurement]:
-    """Measure ``variants`` on one graph at one depth (same process, interleaved rounds)."""
+                 *, hidden: int, heads: int, seed: int, log: Callable[[str], None], isolate: bool = False,
+                 threads: int | None = None, malloc_tuning: bool = True) -> list[Measurement]:
+    """Measure ``variants`` on one graph at one depth in interleaved rounds: in this process, or with
+    ``isolate`` each variant in a worker process of its own (:mod:`lipgnn.bench.isolated`; ``threads`` and
+    ``malloc_tuning`` are then applied in every worker, as :func:`run` applies them here)."""
+    results = {v: Measurement(graph.name, depth, v) for v in variants}
+    compare = graph.num_nodes <= LARGE_GRAPH_NODES  # an extra forward per variant: skipped on large graphs
+    if isolate:
+        from lipgnn.bench.isolated import Workers, WorkerSpec
+
+        specs = [WorkerSpec(graph.name, seed, v, depth, hidden, heads, str(device), threads, malloc_tuning,
+                            compare and _compared(v)) for v in variants]
+        with Workers(specs) as workers:
+            log(f"  {graph.name} L={depth}: one process per variant ("
+                + ", ".join(f"{v} pid {pid}" for v, pid in workers.pids.items()) + ")")
+            return _timed(graph, depth, variants, repeats, results, _diffs(workers.outputs) if compare else {},
+                          lambda v: workers.ask(v, "warmup"), lambda v: workers.ask(v, "step"), log)
     models = {v: build_variant(v, depth, graph.x.size(1), graph.num_classes, hidden=hidden, heads=heads,
                                seed=seed).to(device) for v in variants}
-    results = {v: Measurement(graph.name, depth, v) for v in variants}
-    if graph.num_nodes <= LARGE_GRAPH_NODES:  # an extra forward per variant: skipped on large graphs
-        for name, diff in _output_diff(models, graph).items():
-            results[name].max_abs_diff_vs_pyg = diff
+    diffs = _output_diff(models, graph) if compare else {}
     steps = {v: make_step(m, graph, device) for v, m in models.items()}
+
+    def warmup(v: str) -> tuple[float, float, float]:
+        return (_prebuild_csr(v, graph), *measure_step_memory(steps[v], device))
+
+    return _timed(graph, depth, variants, repeats, results, diffs, warmup, lambda v: steps[v](), log)
+
+
+def _timed(graph: BenchGraph, depth: int, variants: Sequence[str], repeats: int, results: dict[str, Measurement],
+           diffs: dict[str, float], warmup: Callable[[str], tuple[float, float, float]],
+           step: Callable[[str], tuple[float, float]], log: Callable[[str], None]) -> list[Measurement]:
+    """The warm-up (memory) step of every variant, then ``repeats`` rounds in a rotating order."""
+    for name, diff in diffs.items():
+        results[name].max_abs_diff_vs_pyg = diff
     for v in variants:  # warm-up step = memory measurement
-        results[v].prep_s = _prebuild_csr(v, graph)
-        results[v].peak_mb, results[v].tensor_peak_mb = measure_step_memory(steps[v], device)
+        results[v].prep_s, results[v].peak_mb, results[v].tensor_peak_mb = warmup(v)
         log(f"  warm-up {graph.name} L={depth} {v}: peak {results[v].peak_mb:.0f} MiB "
             f"(tensors {results[v].tensor_peak_mb:.0f} MiB)")
     order = list(variants)
     for r in range(repeats):
         shift = r % len(order)
         for v in order[shift:] + order[:shift]:
-            wall, cpu = steps[v]()
+            wall, cpu = step(v)
             results[v].times_s.append(wall)
             results[v].cpu_s.append(cpu)
         log(f"  round {r + 1}/{repeats} {graph.name} L={depth}: "
@@ -297,6 +332,19 @@ class BenchConfig:
     san_repeats: int = 5
     san_variants: tuple[str, ...] = SAN_VARIANTS
     malloc_tuning: bool = True  # the trainer's glibc settings (train.malloc_tuning) for the in-process steps
+    # Which step tables give every variant a process of its own (lipgnn.bench.isolated): "none", "san" (the
+    # SAN row, whose 1-2 GB steps leave the heap slow for the next variant) or "all".
+    isolate: str = "san"
+
+    def isolated(self, table: str) -> bool:
+        """Whether ``table`` (``"san"`` or ``"steps"``: the main and checkpointing tables) runs isolated."""
+        if self.isolate not in ISOLATE_CHOICES:
+            raise ValueError(f"isolate must be one of {ISOLATE_CHOICES}, got {self.isolate!r}")
+        return self.isolate == "all" or (self.isolate == "san" and table == "san")
+
+
+def _isolation(cfg: BenchConfig, table: str) -> dict[str, object]:
+    return {"isolate": cfg.isolated(table), "threads": cfg.threads, "malloc_tuning": cfg.malloc_tuning}
 
 
 def depths_for(graph: BenchGraph, cfg: BenchConfig) -> list[int]:
@@ -331,7 +379,7 @@ def run(cfg: BenchConfig, log: Callable[[str], None] = print) -> list[Measuremen
             f"({graph.source}); depths {depths_for(graph, cfg)}, {repeats} repeats")
         for depth in depths_for(graph, cfg):
             results += bench_config(graph, depth, cfg.variants, repeats, device, hidden=cfg.hidden,
-                                    heads=cfg.heads, seed=cfg.seed, log=log)
+                                    heads=cfg.heads, seed=cfg.seed, log=log, **_isolation(cfg, "steps"))
             _write(cfg, results, sources, device, time.perf_counter() - started)
         if cfg.ckpt_graph == name:
             results += _ckpt_measurement(graph, cfg, results, device, log)
@@ -344,7 +392,7 @@ def run(cfg: BenchConfig, log: Callable[[str], None] = print) -> list[Measuremen
         sources.setdefault("cora", graph.source)
         log(f"cora: SAN step at depth {cfg.san_depth}, {cfg.san_repeats} repeats")
         results += bench_config(graph, cfg.san_depth, list(cfg.san_variants), cfg.san_repeats, device,
-                                hidden=cfg.hidden, heads=cfg.heads, seed=cfg.seed, log=log)
+                                hidden=cfg.hidden, heads=cfg.heads, seed=cfg.seed, log=log, **_isolation(cfg, "san"))
         del graph
         _clear_csr_cache()
         _write(cfg, results, sources, device, time.perf_counter() - started)
@@ -408,7 +456,7 @@ def _ckpt_measurement(graph: BenchGraph, cfg: BenchConfig, done: list[Measuremen
     variants = [v for v in ("gat_lip", CKPT_VARIANT) if (graph.name, cfg.ckpt_depth, v) not in have]
     log(f"{graph.name}: checkpointing measurement at depth {cfg.ckpt_depth}: {variants}")
     out = bench_config(graph, cfg.ckpt_depth, variants, 1, device, hidden=cfg.hidden, heads=cfg.heads,
-                       seed=cfg.seed, log=log)
+                       seed=cfg.seed, log=log, **_isolation(cfg, "steps"))
     pyg = next((m for m in done if (m.graph, m.depth, m.variant) == (graph.name, cfg.ckpt_depth, "pyg_gat")), None)
     for m in out:
         if pyg is not None:
