@@ -246,8 +246,9 @@ def test_each_timed_layer_call_starts_from_an_empty_input_gradient(monkeypatch: 
 
 
 def test_isolated_table_gives_every_variant_its_own_process() -> None:
-    """``isolate=True``: one worker per variant (none of them this process), the same rounds, the same
-    weights (so the same max|Δ| as in one process) and a measured warm-up."""
+    """``isolate=True``: one worker per variant (none of them this process), one group of workers per stock
+    stack at a time, the same rounds, the same weights (so the same max|Δ| as in one process) and a measured
+    warm-up."""
     import os
 
     from lipgnn.bench.runner import bench_config
@@ -255,19 +256,22 @@ def test_isolated_table_gives_every_variant_its_own_process() -> None:
     graph = load_graph("tiny")
     lines: list[str] = []
     kwargs = {"hidden": 16, "heads": 1, "seed": 0}
-    variants = ["pyg_gat", "gat"]
+    variants = ["pyg_gat", "gt", "gat"]
     isolated = bench_config(graph, 2, variants, 3, torch.device("cpu"), log=lines.append, isolate=True, threads=1,
                             **kwargs)
     shared = bench_config(graph, 2, variants, 1, torch.device("cpu"), log=lambda _: None, **kwargs)
-    header = next(line for line in lines if "one process per variant" in line)
-    pids = {int(part.split("pid ")[1]) for part in header.split("(")[1].rstrip(")").split(", ")}
-    assert len(pids) == 2 and os.getpid() not in pids
+    headers = [line for line in lines if "one process per variant" in line]
+    groups = [dict(part.split(" pid ") for part in h.split("(")[1].rstrip(")").split(", ")) for h in headers]
+    assert [list(g) for g in groups] == [["pyg_gat", "gat"], ["gt"]]
+    pids = {int(pid) for g in groups for pid in g.values()}
+    assert len(pids) == 3 and os.getpid() not in pids
     assert [m.variant for m in isolated] == variants
     assert all(len(m.times_s) == len(m.cpu_s) == 3 and min(m.times_s) > 0 for m in isolated)
     assert all(m.peak_mb >= 0 and not math.isnan(m.peak_mb) for m in isolated)
-    assert isolated[1].max_abs_diff_vs_pyg == shared[1].max_abs_diff_vs_pyg < 1e-5
-    assert isolated[1].ratio_vs_pyg == pytest.approx(isolated[1].median_s / isolated[0].median_s)
-    assert sum("round" in line for line in lines) == 3
+    assert isolated[2].max_abs_diff_vs_pyg == shared[2].max_abs_diff_vs_pyg < 1e-5
+    assert isolated[2].ratio_vs_pyg == pytest.approx(isolated[2].median_s / isolated[0].median_s)
+    assert math.isnan(isolated[1].ratio_vs_pyg)
+    assert sum("round" in line for line in lines) == 6
 
 
 def test_a_failing_worker_is_one_clear_error() -> None:

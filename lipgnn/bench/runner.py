@@ -36,7 +36,10 @@ Beside the step table, ``make bench`` measures (each optional):
 A step is ``zero_grad → forward → cross-entropy over all nodes → backward → Adam step``. Per graph
 and depth all variants are built, each runs one warm-up step (which is also the memory measurement,
 see :mod:`lipgnn.bench.memory`), then ``repeats`` rounds time one step of every variant, the order
-rotating between rounds so slow drifts of a shared machine spread over all variants. Times are
+rotating between rounds so slow drifts of a shared machine spread over all variants. With ``--isolate``
+(default: the SAN row) every variant is built and stepped in a worker process of its own
+(:mod:`lipgnn.bench.isolated`), one group at a time (a stock stack and the variants compared against it), as
+a training process holds one model; otherwise all run in this process. Times are
 wall-clock (``torch.cuda.synchronize`` around CUDA steps); the fused variants' one-off graph
 preprocessing (:class:`~lipgnn.nn.fused.CSRGraph`, cached per ``edge_index``) is done before the
 warm-up and reported separately as ``prep_s``. Ratios compare medians of the same run:
@@ -260,19 +263,27 @@ def bench_config(graph: BenchGraph, depth: int, variants: Sequence[str], repeats
                  threads: int | None = None, malloc_tuning: bool = True) -> list[Measurement]:
     """Measure ``variants`` on one graph at one depth in interleaved rounds: in this process, or with
     ``isolate`` each variant in a worker process of its own (:mod:`lipgnn.bench.isolated`; ``threads`` and
-    ``malloc_tuning`` are then applied in every worker, as :func:`run` applies them here)."""
+    ``malloc_tuning`` are then applied in every worker, as :func:`run` applies them here), the rounds
+    interleaving each stock stack with the variants compared against it."""
     results = {v: Measurement(graph.name, depth, v) for v in variants}
     compare = graph.num_nodes <= LARGE_GRAPH_NODES  # an extra forward per variant: skipped on large graphs
     if isolate:
         from lipgnn.bench.isolated import Workers, WorkerSpec
 
-        specs = [WorkerSpec(graph.name, seed, v, depth, hidden, heads, str(device), threads, malloc_tuning,
-                            compare and _compared(v)) for v in variants]
-        with Workers(specs) as workers:
-            log(f"  {graph.name} L={depth}: one process per variant ("
-                + ", ".join(f"{v} pid {pid}" for v, pid in workers.pids.items()) + ")")
-            return _timed(graph, depth, variants, repeats, results, _diffs(workers.outputs) if compare else {},
-                          lambda v: workers.ask(v, "warmup"), lambda v: workers.ask(v, "step"), log)
+        # One group per stock stack (the stack and the variants measured against it), one group at a time: each
+        # worker keeps its step's heap, so all variants at once would hold the sum of their peaks.
+        groups: dict[str, list[str]] = {}
+        for v in variants:
+            groups.setdefault(baseline_of(v), []).append(v)
+        for group in groups.values():
+            specs = [WorkerSpec(graph.name, seed, v, depth, hidden, heads, str(device), threads, malloc_tuning,
+                                compare and _compared(v)) for v in group]
+            with Workers(specs) as workers:
+                log(f"  {graph.name} L={depth}: one process per variant ("
+                    + ", ".join(f"{v} pid {pid}" for v, pid in workers.pids.items()) + ")")
+                _timed(graph, depth, group, repeats, results, _diffs(workers.outputs) if compare else {},
+                       lambda v: workers.ask(v, "warmup"), lambda v: workers.ask(v, "step"), log)
+        return [results[v] for v in variants]
     models = {v: build_variant(v, depth, graph.x.size(1), graph.num_classes, hidden=hidden, heads=heads,
                                seed=seed).to(device) for v in variants}
     diffs = _output_diff(models, graph) if compare else {}
