@@ -198,6 +198,37 @@ def test_fig5_extra_seeds_give_the_gat_comparisons_three_seeds(grid: str, depth:
     assert sorted(p["seed"] for p in pn) == [11, 12, 13]
 
 
+def test_fig5_extra_seeds_of_the_other_gnns_at_depth_2() -> None:
+    """conf/grid/fig5_cpu_seeds_d2_others.yaml: seeds 12 and 13 of GCN, GIN and GGNN, each with and without PairNorm,
+    at tree depth 2 under the cpu grid's cap there, with the run ids a plain fig5 launch gets, so that every
+    depth-2 cell of the figure has seeds 11-13."""
+    jobs = sweep_jobs("fig5", ["budget=cpu", "grid=fig5_cpu_seeds_d2_others"])
+    assert len(jobs) == 6 * 2
+    for job in jobs:
+        cfg = compose_cfg(job)
+        assert (cfg.dataset.tree_depth, cfg.train.epochs, cfg.train.train_patience) == (2, 50000, 20)
+        assert cfg.model.name in ("gcn", "gin", "ggnn") and cfg.seed in (12, 13)
+        plain = [o for o in job if not o.startswith("grid=")]
+        assert run_id(cfg) == run_id(compose_cfg(plain))
+    from lipgnn.results.grid import declared_grid
+
+    for model in ("gcn", "gin", "ggnn"):
+        for norm in ("none", "pairnorm"):
+            points = [p for p in declared_grid("fig5", "cpu").points if p.get("dataset.tree_depth") == 2
+                      and p.get("model.name") == model and p.get("norm.name") == norm]
+            assert sorted(p["seed"] for p in points) == [11, 12, 13], (model, norm)
+
+
+def test_fig2_seeds_3_and_4() -> None:
+    """conf/grid/fig2_cpu_seeds_34.yaml: seeds 3 and 4 of GAT and GAT-Lip, with the run ids a plain launch gets."""
+    jobs = sweep_jobs("fig2", ["budget=cpu", "grid=fig2_cpu_seeds_34"])
+    assert len(jobs) == 2 * 2
+    assert {compose_cfg(job).seed for job in jobs} == {3, 4}
+    for job in jobs:
+        plain = [o for o in job if not o.startswith("grid=")]
+        assert run_id(compose_cfg(job)) == run_id(compose_cfg(plain))
+
+
 @pytest.mark.parametrize("experiment,grid,size,cell,seeds", [
     ("table1", "table1_cpu_seeds", 5 * 3 * 2 * 3,
      {"dataset.name": "citeseer", "dataset.missing_rate": 100, "depth": 8, "norm.name": "lip"}, (2,)),
@@ -311,7 +342,8 @@ def test_fig4_1000_epoch_seeds_3_4_are_the_compared_depths_at_seeds_3_4() -> Non
 
 
 @pytest.mark.parametrize("experiment,grid,size,cell,seeds", [
-    ("fig2", "fig2_cpu_seeds", 2 * 2, {"model.name": "gat", "norm.name": "lip"}, [0, 1, 2]),
+    ("fig2", "fig2_cpu_seeds", 2 * 2, {"model.name": "gat", "norm.name": "lip"}, [0, 1, 2, 3, 4]),
+    # seeds 3-4: fig2_cpu_seeds_34.yaml
     ("fig6_protocol", "fig6_protocol_cpu_seeds", 4, {"model.name": "gt", "norm.name": "none", "depth": 30},
      [0, 1, 2, 3, 4]),  # seeds 3-4 of GT and GT-Lip: fig6_protocol_cpu_seeds_34.yaml
     ("fig4", "fig4_cpu_seeds", 2 * 4 * 2 * 2, {"model.name": "gat", "norm.name": "lip", "depth": 15, "train.lr": 0.001},

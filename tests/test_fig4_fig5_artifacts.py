@@ -211,10 +211,11 @@ def test_fig5_pass_caps_are_per_depth_so_its_sweep_declares_no_single_epoch_budg
     from lipgnn.results.grid import declared_grid
 
     sweeps = {s.name: s.epochs for s in declared_grid("fig5", "cpu").sweeps}
-    assert set(sweeps) == {"fig5_cpu", "fig5_cpu_seeds", "fig5_cpu_seeds_d2", "fig5_cpu_seeds_d3", "fig5_cpu_seeds_d5"}
+    assert set(sweeps) == {"fig5_cpu", "fig5_cpu_seeds", "fig5_cpu_seeds_d2", "fig5_cpu_seeds_d2_others",
+                           "fig5_cpu_seeds_d3", "fig5_cpu_seeds_d5"}
     assert math.isnan(sweeps["fig5_cpu"])
     assert sweeps["fig5_cpu_seeds"] == 500.0  # the extra seeds run at depth 4 only, under its cap
-    assert sweeps["fig5_cpu_seeds_d2"] == 50000.0  # at depth 2, under A&Y's cap
+    assert sweeps["fig5_cpu_seeds_d2"] == sweeps["fig5_cpu_seeds_d2_others"] == 50000.0  # depth 2, A&Y's cap
     assert sweeps["fig5_cpu_seeds_d3"] == 50000.0  # at depth 3, under A&Y's cap
     assert sweeps["fig5_cpu_seeds_d5"] == 150.0  # at depth 5, under its cap
     assert {s.name: s.epochs for s in declared_grid("fig4", "cpu").sweeps} == {"fig4_cpu": 200.0,
