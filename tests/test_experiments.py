@@ -198,6 +198,25 @@ def test_fig5_extra_seeds_give_the_gat_comparisons_three_seeds(grid: str, depth:
     assert sorted(p["seed"] for p in pn) == [11, 12, 13]
 
 
+def test_fig6_protocol_layernorm_option_has_five_seeds_at_every_depth() -> None:
+    """conf/grid/fig6_protocol_cpu_ln_seeds.yaml: seeds 2-4 of GT-Lip + graph-mode LayerNorm at 10 and 20 layers, with
+    the run ids a plain launch gets, so that with fig6_protocol_cpu_ln.yaml's seeds 0-1 (and the 30-layer extra seeds)
+    each of its depths has the five seeds the protocol check's 30-layer cells have."""
+    jobs = sweep_jobs("fig6_protocol", ["budget=cpu", "grid=fig6_protocol_cpu_ln_seeds"])
+    assert len(jobs) == 2 * 3
+    for job in jobs:
+        cfg = compose_cfg(job)
+        assert (cfg.dataset.name, cfg.norm.layernorm, cfg.train.epochs) == ("cora", "graph", 1000)
+        assert cfg.depth in (10, 20) and cfg.seed in (2, 3, 4)
+        assert run_id(cfg) == run_id(compose_cfg([o for o in job if not o.startswith("grid=")]))
+    from lipgnn.results.grid import declared_grid
+
+    for depth in (10, 20, 30):
+        points = [p for p in declared_grid("fig6_protocol", "cpu").points if p.get("depth") == depth
+                  and p.get("norm.layernorm") == "graph"]
+        assert sorted(p["seed"] for p in points) == [0, 1, 2, 3, 4], depth
+
+
 def test_fig5_extra_seeds_of_the_other_gnns_at_depth_2() -> None:
     """conf/grid/fig5_cpu_seeds_d2_others.yaml: seeds 12 and 13 of GCN, GIN and GGNN, each with and without PairNorm,
     at tree depth 2 under the cpu grid's cap there, with the run ids a plain fig5 launch gets, so that every
