@@ -52,7 +52,7 @@ class WorkerSpec:
 def _serve(conn: Connection, spec: WorkerSpec) -> None:
     from lipgnn.bench.graphs import load_graph
     from lipgnn.bench.memory import measure_step_memory
-    from lipgnn.bench.runner import _prebuild_csr, build_variant, make_step
+    from lipgnn.bench.runner import _prebuild_csr, build_variant, eval_output, make_step
     from lipgnn.train.allocator import tune_malloc
 
     if spec.threads:
@@ -64,12 +64,7 @@ def _serve(conn: Connection, spec: WorkerSpec) -> None:
     model = build_variant(spec.variant, spec.depth, graph.x.size(1), graph.num_classes, hidden=spec.hidden,
                           heads=spec.heads, seed=spec.seed).to(device)
     prep = _prebuild_csr(spec.variant, graph)
-    output = None
-    if spec.compare_output:
-        model.eval()
-        with torch.no_grad():
-            output = model(graph.x, graph.edge_index).cpu()
-        model.train()
+    output = eval_output(model, graph).cpu() if spec.compare_output else None
     step = make_step(model, graph, device)
     # An untimed first step: in one process the first variant alone pays the libraries' one-off costs (numba
     # loading its cached loops, MKL's buffers), which would otherwise enter every worker's memory peak.
@@ -135,8 +130,10 @@ class Workers:
         try:
             reply = self._conns[variant].recv()
         except EOFError:
-            code = self._procs[variant].join(5) or self._procs[variant].exitcode
-            raise RuntimeError(f"bench worker for {variant!r} exited (code {code}) without answering") from None
+            proc = self._procs[variant]
+            proc.join(5)
+            raise RuntimeError(f"bench worker for {variant!r} exited (code {proc.exitcode}) without answering"
+                               ) from None
         if isinstance(reply, tuple) and reply and reply[0] == "error":
             raise RuntimeError(f"bench worker for {variant!r} failed: {reply[1]}\n{reply[2]}")
         return reply

@@ -237,16 +237,18 @@ def _compared(name: str) -> bool:
     return name.startswith("pyg_") or not name.endswith("_lip")
 
 
+def eval_output(model: nn.Module, graph: BenchGraph) -> torch.Tensor:
+    """``model``'s eval-mode output on ``graph``, without gradients; the model is left in training mode."""
+    model.eval()
+    with torch.no_grad():
+        out = model(graph.x, graph.edge_index)
+    model.train()
+    return out
+
+
 def _output_diff(models: dict[str, nn.Module], graph: BenchGraph) -> dict[str, float]:
     """max |Δ| of each variant's eval-mode output against its stock PyG stack (same weights)."""
-    outs: dict[str, torch.Tensor] = {}
-    with torch.no_grad():
-        for name, model in models.items():
-            if _compared(name):
-                model.eval()
-                outs[name] = model(graph.x, graph.edge_index)
-                model.train()
-    return _diffs(outs)
+    return _diffs({name: eval_output(model, graph) for name, model in models.items() if _compared(name)})
 
 
 def _diffs(outs: dict[str, torch.Tensor]) -> dict[str, float]:
