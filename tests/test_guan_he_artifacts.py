@@ -8,7 +8,15 @@ import pytest
 
 from lipgnn.results.artifacts.guan_he import gh_depth, gh_pruning, gh_similarity
 from lipgnn.results.artifacts.guan_he._common import architecture, paper_accuracy
-from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS, TIE, TOO_FEW_SEEDS, UNDER_BUDGET
+from lipgnn.results.verdict import (
+    CANNOT_JUDGE,
+    DOES_NOT_HOLD,
+    HOLDS,
+    HOLDS_IN_PART,
+    TIE,
+    TOO_FEW_SEEDS,
+    UNDER_BUDGET,
+)
 
 
 def _config(arch: str, depth: int, epochs: int = 100) -> dict:
@@ -275,3 +283,38 @@ def test_trained_model_diagnostics_read_the_longest_budget_with_deep_models_of_b
     one_seed = frame[(epochs != 500) & ((epochs != 100) | (frame["seed"] == 0))]
     assert set(gh_similarity.deepest(one_seed)["epochs"]) == {2000}
     assert "not the paper's 256" not in gh_pruning.report(frame)["gh_pruning-table"]
+
+
+def test_trained_model_claims_give_the_verdicts_of_shorter_budgets_beside_the_longest() -> None:
+    """The longest budget with deep models of both from three seeds is judged; every shorter budget that also has
+    them is judged alike and shown in the evidence (a longer budget can leave the deepest nonlocal model untrained
+    where a shorter one has a deep model that trained), and a budget without three seeds of both is not."""
+    def pruning(depth: int, drop: float) -> dict:
+        return {"none": {"val": 0.8, "test": 0.8},
+                **{str(k): {"val": 0.8, "test": 0.8 - drop} for k in range(1, depth + 1)}}
+
+    rows = []
+    for s in range(3):
+        # 1000 epochs: the nonlocal model untouched by pruning, its layers as alike as Pre-LN's (does not hold)
+        rows += [_record("nonlocal", 64, 0.3, {"pruning": pruning(64, 0.0), "similarity": _similarity(64, 0.9)},
+                         seed=s, epochs=1000),
+                 _record("pre", 64, 0.9, {"pruning": pruning(64, 0.0), "similarity": _similarity(64, 0.9 - 0.01 * s)},
+                         seed=s, epochs=1000)]
+        # 500 epochs: every pruned nonlocal layer costs 2 points and Pre-LN's layers are the more alike (holds)
+        rows += [_record("nonlocal", 64, 0.9, {"pruning": pruning(64, 0.02), "similarity": _similarity(64, 0.3)},
+                         seed=s, epochs=500),
+                 _record("pre", 64, 0.9, {"pruning": pruning(64, 0.0), "similarity": _similarity(64, 0.95 - 0.01 * s)},
+                         seed=s, epochs=500)]
+    rows += [_record(a, 64, 0.9, {"pruning": pruning(64, 0.0), "similarity": _similarity(64, 0.5)}, epochs=100)
+             for a in ("nonlocal", "pre")]  # one seed each: not judged
+    frame = pd.DataFrame(rows)
+    prune = gh_pruning.claims(frame)[0]
+    assert prune.verdict == HOLDS_IN_PART  # at 1000 epochs: Pre-LN negligible, nonlocal unchanged
+    assert prune.evidence.startswith("at 1000 epochs: nonlocal (64 layers, baseline 80.0): change +0.00 to +0.00")
+    assert f"; at 500 epochs: {HOLDS} (nonlocal (64 layers, baseline 80.0): change -2.00 to -2.00" in prune.evidence
+    assert "at 100 epochs" not in prune.evidence and prune.n_runs == 6
+    sim = gh_similarity.claims(frame)[0]
+    assert sim.verdict != HOLDS and sim.evidence.startswith("at 1000 epochs: ")
+    assert f"; at 500 epochs: {HOLDS} (" in sim.evidence and "at 100 epochs" not in sim.evidence
+    single = gh_similarity.claims(frame[frame["config"].map(lambda c: c["train"]["epochs"]) == 500])[0]
+    assert single.verdict == HOLDS and not single.evidence.startswith("at ")

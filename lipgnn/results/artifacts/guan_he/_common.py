@@ -125,6 +125,28 @@ def longest_trained(runs: pd.DataFrame, archs: tuple[str, ...], min_depth: int) 
     return runs
 
 
+def other_budgets(runs: pd.DataFrame, archs: tuple[str, ...], min_depth: int) -> list[int]:
+    """The training budgets (``epochs``) other than the one :func:`longest_trained` picks in which every one of
+    ``archs`` has models of at least ``min_depth`` layers from :data:`~lipgnn.results.stats.MIN_SEEDS` seeds,
+    longest first. A trained-model claim is judged on the longest budget; its evidence also gives these budgets'
+    verdicts, since a longer budget can leave the deepest models untrained where a shorter one has shallower deep
+    models that trained."""
+    if runs.empty:
+        return []
+    chosen = set(longest_trained(runs, archs, min_depth)["epochs"])
+    out = []
+    for epochs in sorted(set(runs["epochs"]) - chosen, reverse=True):
+        deep = runs[(runs["epochs"] == epochs) & (runs["depth"].astype(int) >= min_depth)]
+        if all(deep.loc[deep["arch"] == a, "seed"].nunique() >= MIN_SEEDS for a in archs):
+            out.append(int(epochs))
+    return out
+
+
+def of_budget(frame: pd.DataFrame, epochs: int) -> pd.DataFrame:
+    """The records of ``frame`` trained for ``epochs`` epochs."""
+    return frame[frame["config"].map(lambda c: int(c["train"]["epochs"])) == epochs]
+
+
 def budget_line(frame: pd.DataFrame) -> str:
     """One sentence stating the budget the records ran under."""
     if frame.empty:
@@ -138,7 +160,8 @@ def budget_line(frame: pd.DataFrame) -> str:
 
 
 __all__ = ["ARCHITECTURES", "ARCH_LABELS", "DATASETS", "DEPTHS", "EXPERIMENT", "PAPER", "architecture",
-           "budget_line", "common_depths", "compared_depth", "completed_san", "longest_trained", "paper_accuracy"]
+           "budget_line", "common_depths", "compared_depth", "completed_san", "longest_trained", "of_budget",
+           "other_budgets", "paper_accuracy"]
 
 
 def table_files(t: pd.DataFrame, markdown: str, float_format: str) -> dict[str, str]:

@@ -20,6 +20,8 @@ from lipgnn.results.artifacts.guan_he._common import (
     compared_depth,
     completed_san,
     longest_trained,
+    of_budget,
+    other_budgets,
     table_files,
 )
 from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS, HOLDS_IN_PART, NOT_RUN, Claim
@@ -45,12 +47,17 @@ def positions(depth: int) -> list[tuple[int, int]]:
     return sorted(seen.items())
 
 
+def _with_pruning(frame: pd.DataFrame) -> pd.DataFrame:
+    """The completed Cora records of both architectures with pruning diagnostics, of every budget."""
+    runs = completed_san(frame)
+    return runs[(runs["dataset"] == "cora") & runs["diagnostics"].map(lambda d: "pruning" in d)
+                & runs["arch"].isin(list(PAPER_PRUNED))]
+
+
 def pruned_runs(frame: pd.DataFrame) -> pd.DataFrame:
     """The Cora records with pruning diagnostics of the longest training budget with deep models of both
     architectures (the paper trains 5000 epochs)."""
-    runs = completed_san(frame)
-    runs = runs[(runs["dataset"] == "cora") & runs["diagnostics"].map(lambda d: "pruning" in d)
-                & runs["arch"].isin(list(PAPER_PRUNED))]
+    runs = _with_pruning(frame)
     return longest_trained(runs, tuple(PAPER_PRUNED), MIN_DEPTH) if not runs.empty else runs
 
 
@@ -140,6 +147,10 @@ def claims(frame: pd.DataFrame) -> list[Claim]:
         if MIN_DEPTH <= depth < deepest:
             other, text = _judge(summary(frame, depth))
             evidence += f"; at {depth} layers: {other} ({text})"
+    shorter = other_budgets(_with_pruning(frame), tuple(PAPER_PRUNED), MIN_DEPTH)
+    if shorter:
+        evidence = f"at {int(pruned_runs(frame)['epochs'].iloc[0])} epochs: {evidence}" + "".join(
+            f"; at {e} epochs: {c.verdict} ({c.evidence})" for e in shorter for c in claims(of_budget(frame, e)))
     return [Claim(PAPER, "§5", quote, verdict, evidence, int(t.groupby(["architecture", "seed"]).ngroups),
                   "gh_pruning")]
 
