@@ -370,6 +370,11 @@ def test_fig4_1000_epoch_seeds_3_4_are_the_compared_depths_at_seeds_3_4() -> Non
     # 1000-epoch sweeps at 15 layers: seeds 0-4 x dropout {authors', none} (3-4: fig4_cpu_1000_seeds_34.yaml)
     ("fig3", "fig3_cpu_seeds", 2 * 4 * 2, {"model.name": "gat", "norm.name": "none", "depth": 30},
      [0, 1, 2, 3, 4]),  # seeds 3-4: fig3_cpu_seeds_34.yaml
+    ("fig6_nonlocal", "fig6_nonlocal_cpu_seeds", 8 * 2 * 2 * 2,
+     {"model.name": "gt", "norm.name": "lip", "model.nonlocal": True, "depth": 30, "train.lr": 0.001}, [0, 1, 2]),
+    ("fig6_nonlocal", "fig6_nonlocal_cpu_seeds", 8 * 2 * 2 * 2,
+     {"model.name": "gat", "model.layer_norm": "post", "model.nonlocal": True, "depth": 30, "train.lr": 0.005},
+     [0, 1, 2]),
     ("fig6", "fig6_cpu_seeds", 8 * 4 * 2 * 2,
      {"dataset.name": "cora", "depth": 30, "model.name": "gt", "norm.name": "lip", "train.lr": 0.001},
      [0, 1, 2, 3, 4]),  # seeds 3-4 of the 30-layer cells: fig6_cpu_seeds_d30_gt.yaml

@@ -69,14 +69,15 @@ def test_frame_selects_the_lr_by_validation_and_keeps_every_diverged_point() -> 
     gt = t[t["variant"] == "nonlocal GT"].iloc[0]
     assert gt["runs"] == 2 and gt["diverged"] == 2 and math.isnan(gt["test_acc"]) and math.isnan(gt["lr"])
     block = nl.report(pd.DataFrame(rows))[f"{nl.NAME}-table"]
-    assert "| nonlocal GT | beyond the papers | – | diverged (2/2) |" in block
+    # Every point is declared at seeds 0-2 (fig6_nonlocal_cpu_seeds.yaml): 2 lrs x 3 seeds a point.
+    assert "| nonlocal GT | beyond the papers | – | diverged (2/2) [partial: 2/6 runs] |" in block
     # Declared runs are counted per row: the Post-LN sweep's GT points are not the nonlocal GT row's.
-    assert "| nonlocal Post-LN GT | beyond the papers | – | 65.0 [partial: 1/2 runs] |" in block
+    assert "| nonlocal Post-LN GT | beyond the papers | – | 65.0 [partial: 1/6 runs] |" in block
     # fig6 declares two lrs too, and on Cora seeds 0-2 (fig6_cpu_seeds.yaml)
     assert "| GAT | reference | 80.0 [partial: 1/6 runs] | – |" in block
     assert "beyond the papers" in nl.table(pd.DataFrame(rows))["md"]
-    # The declared grid (conf/grid/fig6_nonlocal_cpu.yaml) asks for two lrs; the GT-Lip point ran one.
-    assert "| nonlocal GT-Lip | beyond the papers | – | 60.0 [partial: 1/2 runs] |" in block
+    # The declared grid asks for two lrs; the GT-Lip point ran one.
+    assert "| nonlocal GT-Lip | beyond the papers | – | 60.0 [partial: 1/6 runs] |" in block
 
 
 def test_no_records_is_not_run() -> None:
@@ -86,13 +87,16 @@ def test_no_records_is_not_run() -> None:
 
 def test_the_declared_cpu_grid_is_fig6s_protocol_for_four_nonlocal_variants() -> None:
     grid = declared_grid("fig6_nonlocal", "cpu")
-    assert len(grid.points) == 32 and {s.epochs for s in grid.sweeps} == {200}
-    points = [p for p in grid.points if p.get("model.layer_norm", "none") == "none"]
+    # 32 points, each at seeds 0-2 (seeds 1-2: conf/grid/fig6_nonlocal_cpu_seeds.yaml)
+    assert len(grid.points) == 32 * 3 and {s.epochs for s in grid.sweeps} == {200}
+    assert sorted({p["seed"] for p in grid.points}) == [0, 1, 2]
+    seed0 = [p for p in grid.points if p["seed"] == 0]
+    points = [p for p in seed0 if p.get("model.layer_norm", "none") == "none"]
     assert len(points) == 16
     assert {p["model.name"] for p in points} == {"gat", "gt"} and {p["norm.name"] for p in points} == {"none", "lip"}
     assert all(p["model.nonlocal"] is True and p["dataset.name"] == "cora" for p in points)
     # The Post-LN sweep: GAT and GT in LN(x + f(x)), with and without the factor, no LipschitzNorm.
-    postln = [p for p in grid.points if p.get("model.layer_norm") == "post"]
+    postln = [p for p in seed0 if p.get("model.layer_norm") == "post"]
     assert len(postln) == 16 and {p["norm.name"] for p in postln} == {"none"}
     assert sum(p.get("model.nonlocal") is True for p in postln) == 8
     assert {p["train.lr"] for p in points} == {0.005, 0.001} and 30 in {p["depth"] for p in points}
