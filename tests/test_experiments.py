@@ -370,6 +370,8 @@ def test_fig4_1000_epoch_seeds_3_4_are_the_compared_depths_at_seeds_3_4() -> Non
     # 1000-epoch sweeps at 15 layers: seeds 0-4 x dropout {authors', none} (3-4: fig4_cpu_1000_seeds_34.yaml)
     ("fig3", "fig3_cpu_seeds", 2 * 4 * 2, {"model.name": "gat", "norm.name": "none", "depth": 30},
      [0, 1, 2, 3, 4]),  # seeds 3-4: fig3_cpu_seeds_34.yaml
+    ("fig6_l2", "fig6_l2_cpu_seeds", 2 * 4 * 2 * 2,
+     {"model.score": "l2", "model.tie_qk": False, "depth": 30, "train.lr": 0.005}, [0, 1, 2]),
     ("fig6_nonlocal", "fig6_nonlocal_cpu_seeds", 8 * 2 * 2 * 2,
      {"model.name": "gt", "norm.name": "lip", "model.nonlocal": True, "depth": 30, "train.lr": 0.001}, [0, 1, 2]),
     ("fig6_nonlocal", "fig6_nonlocal_cpu_seeds", 8 * 2 * 2 * 2,
