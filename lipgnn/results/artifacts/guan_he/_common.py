@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
 
 from lipgnn.results.stats import MIN_SEEDS
+from lipgnn.results.verdict import Claim
 
 PAPER = "guan_he"
 EXPERIMENT = "gh_depth"
@@ -118,28 +120,34 @@ def longest_trained(runs: pd.DataFrame, archs: tuple[str, ...], min_depth: int) 
     reduced budgets, the trained-model diagnostics read the one closest to it, once it has its seeds."""
     for seeds in (MIN_SEEDS, 1):
         for epochs in sorted(set(runs["epochs"]), reverse=True):
-            chosen = runs[runs["epochs"] == epochs]
-            deep = chosen[chosen["depth"].astype(int) >= min_depth]
-            if all(deep.loc[deep["arch"] == a, "seed"].nunique() >= seeds for a in archs):
-                return chosen
+            if _has_deep_models(runs, epochs, archs, min_depth, seeds):
+                return runs[runs["epochs"] == epochs]
     return runs
 
 
-def other_budgets(runs: pd.DataFrame, archs: tuple[str, ...], min_depth: int) -> list[int]:
-    """The training budgets (``epochs``) other than the one :func:`longest_trained` picks in which every one of
-    ``archs`` has models of at least ``min_depth`` layers from :data:`~lipgnn.results.stats.MIN_SEEDS` seeds,
-    longest first. A trained-model claim is judged on the longest budget; its evidence also gives these budgets'
-    verdicts, since a longer budget can leave the deepest models untrained where a shorter one has shallower deep
-    models that trained."""
+def _has_deep_models(runs: pd.DataFrame, epochs: int, archs: tuple[str, ...], min_depth: int, seeds: int) -> bool:
+    """Whether every one of ``archs`` has models of at least ``min_depth`` layers from ``seeds`` seeds trained for
+    ``epochs`` epochs."""
+    deep = runs[(runs["epochs"] == epochs) & (runs["depth"].astype(int) >= min_depth)]
+    return all(deep.loc[deep["arch"] == a, "seed"].nunique() >= seeds for a in archs)
+
+
+def with_shorter_budgets(evidence: str, runs: pd.DataFrame, archs: tuple[str, ...], min_depth: int,
+                         judge: Callable[[int], Claim]) -> str:
+    """The evidence of a claim judged on :func:`longest_trained`'s budget, led by that budget's epochs and followed
+    by ``judge(epochs)``'s verdict for every shorter budget in which ``archs`` also have deep models from
+    :data:`~lipgnn.results.stats.MIN_SEEDS` seeds, longest first; unchanged when there is none. A longer budget can
+    leave the deepest models untrained where a shorter one has shallower deep models that trained."""
     if runs.empty:
-        return []
+        return evidence
     chosen = set(longest_trained(runs, archs, min_depth)["epochs"])
-    out = []
-    for epochs in sorted(set(runs["epochs"]) - chosen, reverse=True):
-        deep = runs[(runs["epochs"] == epochs) & (runs["depth"].astype(int) >= min_depth)]
-        if all(deep.loc[deep["arch"] == a, "seed"].nunique() >= MIN_SEEDS for a in archs):
-            out.append(int(epochs))
-    return out
+    shorter = [int(e) for e in sorted(set(runs["epochs"]) - chosen, reverse=True)
+               if _has_deep_models(runs, e, archs, min_depth, MIN_SEEDS)]
+    if not shorter:  # also when no budget has the seeds: longest_trained then returns every budget's runs
+        return evidence
+    (longest,) = chosen
+    return f"at {int(longest)} epochs: {evidence}" + "".join(
+        f"; at {e} epochs: {c.verdict} ({c.evidence})" for e in shorter for c in [judge(e)])
 
 
 def of_budget(frame: pd.DataFrame, epochs: int) -> pd.DataFrame:
@@ -161,7 +169,7 @@ def budget_line(frame: pd.DataFrame) -> str:
 
 __all__ = ["ARCHITECTURES", "ARCH_LABELS", "DATASETS", "DEPTHS", "EXPERIMENT", "PAPER", "architecture",
            "budget_line", "common_depths", "compared_depth", "completed_san", "longest_trained", "of_budget",
-           "other_budgets", "paper_accuracy"]
+           "paper_accuracy", "with_shorter_budgets"]
 
 
 def table_files(t: pd.DataFrame, markdown: str, float_format: str) -> dict[str, str]:

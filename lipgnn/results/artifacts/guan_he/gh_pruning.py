@@ -21,8 +21,8 @@ from lipgnn.results.artifacts.guan_he._common import (
     completed_san,
     longest_trained,
     of_budget,
-    other_budgets,
     table_files,
+    with_shorter_budgets,
 )
 from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS, HOLDS_IN_PART, NOT_RUN, Claim
 
@@ -147,10 +147,8 @@ def claims(frame: pd.DataFrame) -> list[Claim]:
         if MIN_DEPTH <= depth < deepest:
             other, text = _judge(summary(frame, depth))
             evidence += f"; at {depth} layers: {other} ({text})"
-    shorter = other_budgets(_with_pruning(frame), tuple(PAPER_PRUNED), MIN_DEPTH)
-    if shorter:
-        evidence = f"at {int(pruned_runs(frame)['epochs'].iloc[0])} epochs: {evidence}" + "".join(
-            f"; at {e} epochs: {c.verdict} ({c.evidence})" for e in shorter for c in claims(of_budget(frame, e)))
+    evidence = with_shorter_budgets(evidence, _with_pruning(frame), tuple(PAPER_PRUNED), MIN_DEPTH,
+                                    lambda epochs: claims(of_budget(frame, epochs))[0])
     return [Claim(PAPER, "§5", quote, verdict, evidence, int(t.groupby(["architecture", "seed"]).ngroups),
                   "gh_pruning")]
 

@@ -24,8 +24,8 @@ from lipgnn.results.artifacts.guan_he._common import (
     completed_san,
     longest_trained,
     of_budget,
-    other_budgets,
     table_files,
+    with_shorter_budgets,
 )
 from lipgnn.results.stats import MIN_SEEDS, greater, t_interval
 from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS, NOT_RUN, TIE, Claim
@@ -125,12 +125,10 @@ def claims(frame: pd.DataFrame) -> list[Claim]:
     """The claim judged on the longest budget (:func:`deepest`); its evidence also gives the verdict of every
     shorter budget with deep models of both from three seeds."""
     claim = _claim(frame)
-    shorter = other_budgets(_with_similarity(frame), ("nonlocal", "pre"), MIN_DEPTH)
-    if shorter and claim.n_runs:
-        others = "".join(f"; at {e} epochs: {c.verdict} ({c.evidence})"
-                         for e in shorter for c in [_claim(of_budget(frame, e))])
-        epochs = int(deepest(frame)["epochs"].iloc[0])
-        claim = replace(claim, evidence=f"at {epochs} epochs: {claim.evidence}{others}")
+    if claim.n_runs:
+        evidence = with_shorter_budgets(claim.evidence, _with_similarity(frame), ("nonlocal", "pre"), MIN_DEPTH,
+                                        lambda epochs: _claim(of_budget(frame, epochs)))
+        claim = replace(claim, evidence=evidence)
     return [claim]
 
 
