@@ -221,9 +221,11 @@ def validate_launcher(hydra_cfg: DictConfig) -> None:
     launcher = hydra_cfg.launcher
     target = str(launcher.get("_target_", ""))
     if "SlurmLauncher" in target:
+        choices = hydra_cfg.get("runtime", {}).get("choices", {})
+        name = choices.get("hydra/launcher") or "slurm"  # slurm, slurm_cpu, or a user's own preset
         _require(shutil.which("sbatch") is not None,
-                 "hydra/launcher=slurm needs a SLURM cluster (no sbatch on this machine); "
-                 "use hydra/launcher=local here")
+                 f"hydra/launcher={name} needs a SLURM cluster (no sbatch on this machine); "
+                 "use hydra/launcher=local here, or start a one-node cluster with scripts/slurm_local.sh up")
     if "JoblibLauncher" in target:
         n_jobs = launcher.get("n_jobs")
         _require(isinstance(n_jobs, int) and not isinstance(n_jobs, bool) and n_jobs >= 1,
