@@ -40,7 +40,8 @@ def test_cfg_job_prints_the_composed_config(tmp_path: Path) -> None:
 ])
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path: Path, args: list[str], message: str) -> None:
     (tmp_path / "blocker").write_text("")  # a file where results_dir wants a folder
-    out = run_cli(args, tmp_path)
+    # An empty PATH: no sbatch, whatever this machine has installed (python is started by its full path).
+    out = run_cli(args, tmp_path, env={"PATH": ""})
     assert out.returncode == 2
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     assert lines == [lines[0]] and lines[0].startswith("error: ") and message in lines[0]

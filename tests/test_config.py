@@ -21,7 +21,7 @@ def test_group_options_are_the_documented_ones() -> None:
     assert options("dataset") == ["citeseer", "cora", "cs", "ogbn-arxiv", "ogbn-proteins", "physics", "pubmed", "pyg",
                                   "trees"]
     assert options("logger") == ["none", "wandb"]
-    assert {"local", "slurm"} <= set(options("hydra/launcher"))
+    assert {"local", "slurm", "slurm_cpu"} <= set(options("hydra/launcher"))
 
 
 @pytest.mark.parametrize("model", options("model"))
@@ -108,11 +108,26 @@ def test_dropout_none_switches_every_dropout_off() -> None:
     (["model=nope"], "available: gat, gcn"),
     (["dataset=pyg"], "dataset.cls is not set; give dataset.cls=<value>"),
 ])
-def test_bad_input_gives_one_clear_line(overrides: list[str], message: str) -> None:
+def test_bad_input_gives_one_clear_line(overrides: list[str], message: str, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", "")  # no sbatch, whatever this machine has installed
     with pytest.raises(ConfigError) as err:
         compose(overrides, hydra=True)
     assert message in str(err.value)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("launcher", ["slurm", "slurm_cpu"])
+def test_slurm_launchers_need_sbatch_and_compose_where_it_is(launcher: str, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ConfigError, match=f"^hydra/launcher={launcher} needs a SLURM cluster"):
+        compose([f"hydra/launcher={launcher}"], hydra=True)
+    (tmp_path / "sbatch").write_text("#!/bin/sh\n")
+    (tmp_path / "sbatch").chmod(0o755)  # a cluster's login node
+    launch = compose([f"hydra/launcher={launcher}"], hydra=True).hydra.launcher
+    assert "SlurmLauncher" in launch._target_ and launch.max_num_timeout > 0 and launch.signal_delay_s > 0
+    # The CPU preset asks for no GPU and one core per single-threaded run.
+    expected = (0, 1) if launcher == "slurm_cpu" else (1, 4)
+    assert (launch.gpus_per_node, launch.cpus_per_task) == expected
 
 
 def _bad_values(meta: dict) -> list[object]:
