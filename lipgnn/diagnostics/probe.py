@@ -47,8 +47,10 @@ def fit_traced(trainer: Any, model: nn.Module, task: Any, *, energy: bool) -> tu
     device = next(model.parameters()).device
     data = next(iter(task.eval_batches())).to(device)
     graph = GraphMeasure(data.edge_index, int(data.num_nodes))
-    before = energy_profile(model, data, graph)
+    # At initialisation; a resumed run restores the value its first segment measured (Trainer.carry).
+    trainer.carry["energy_init"] = energy_profile(model, data, graph)
     result = trainer.fit(model, task)
+    before = trainer.carry["energy_init"]
     after = energy_profile(model, data, graph)
     width = after.pop("width")
     before.pop("width")
