@@ -9,7 +9,7 @@ through the same path as ``python train.py`` and writes its record under ``--out
 
 The demo prints both models' test accuracies and gradient norms, saves ``demo.png`` (gradient norm per layer,
 test accuracy per epoch up to the last) and ``demo.json`` (the numbers, seed, commit, CPU, time) in ``--out``,
-and ends with one line of fixed form that scripts can read (:data:`LAST_LINE`)::
+and ends with one line of fixed form that scripts can read (:data:`lipgnn.docs.LAST_LINE`)::
 
     demo: GAT last 9.1% (best 31.4%) vs GAT-Lip last 72.1% (best 75.2%); attention-gradient norms 5.7e4 vs 1.6e-2; 61 s
 
@@ -24,7 +24,6 @@ import argparse
 import json
 import math
 import platform
-import re
 import sys
 import time
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import Any
 import torch
 
 from lipgnn.config import compose
+from lipgnn.docs import LAST_LINE, last_line, sci  # noqa: F401 (LAST_LINE: the form scripts read)
 from lipgnn.errors import DatasetNotFoundError
 
 RESULTS = Path(".cache/demo")
@@ -45,10 +45,6 @@ COMMON = ["model=gat", "model.impl=fused", f"depth={DEPTH}", f"train.epochs={EPO
           # One thread: numbers that do not depend on the core count (a deep net amplifies the
           # summation-order differences between thread counts); Cora is too small to gain from more.
           "train.num_threads=1", "overwrite=true"]
-#: The demo's last line, for scripts: test accuracy at the last epoch and at best validation of both models,
-#: the largest attention-gradient norm of each over the first epochs, the demo's wall time.
-LAST_LINE = re.compile(r"^demo: GAT last (\d+\.\d)% \(best (\d+\.\d)%\) vs GAT-Lip last (\d+\.\d)% "
-                       r"\(best (\d+\.\d)%\); attention-gradient norms (\d\.\de-?\d+) vs (\d\.\de-?\d+); (\d+) s$")
 
 
 def _on_cora(seed: int, out: Path) -> list[dict[str, Any]]:
@@ -132,18 +128,6 @@ def summarise(record: dict[str, Any]) -> dict[str, Any]:
             "best_val_test": math.nan if best_test is None else 100 * best_test,
             "grad_norm": max((_max_norm(n) for n in per_epoch[:EARLY_EPOCHS]), default=math.nan),
             "epochs": len(history.get("test") or [])}
-
-
-def sci(value: float) -> str:
-    """``5.7e4``, ``1.6e-2``: one decimal, the exponent without sign padding."""
-    mantissa, exponent = f"{value:.1e}".split("e")
-    return f"{mantissa}e{int(exponent)}"
-
-
-def last_line(gat: dict[str, Any], lip: dict[str, Any], seconds: float) -> str:
-    return (f"demo: GAT last {gat['last_test']:.1f}% (best {gat['best_val_test']:.1f}%) vs GAT-Lip last "
-            f"{lip['last_test']:.1f}% (best {lip['best_val_test']:.1f}%); attention-gradient norms "
-            f"{sci(gat['grad_norm'])} vs {sci(lip['grad_norm'])}; {round(seconds)} s")
 
 
 def plot(records: list[dict[str, Any]], where: str, out: Path) -> Path:
