@@ -40,7 +40,7 @@ def test_where_prints_the_record_checkpoint_and_data_paths_without_running(tmp_p
     rid = run_id(OmegaConf.to_container(compose(args), resolve=True))
     lines = dict(line.split(":", 1) for line in out.stdout.splitlines())
     assert lines["record"].strip() == f"results/runs/table3/{rid}.json"
-    assert lines["checkpoint"].strip() == f"results/checkpoints/table3/{rid}/checkpoint.pt"
+    assert lines["checkpoint"].strip() == f"results/checkpoints/table3/{rid}/checkpoint.ckpt"
     assert lines["data root"].split()[0] == str(tmp_path / "data")
     assert files_under(tmp_path) == []
     bad = run_cli(["--where", "depth=0"], tmp_path)
