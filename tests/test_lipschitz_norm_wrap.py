@@ -162,7 +162,8 @@ def test_gatv2_lipschitz_estimate_flat_under_input_scaling() -> None:
     c = 6
     scales = (1.0, 10.0, 100.0, 1000.0)
     gen = torch.Generator().manual_seed(4)
-    x_rand, e_rand = torch.randn(12, c, generator=gen, dtype=torch.float64), torch.randint(0, 12, (2, 40), generator=gen)
+    x_rand = torch.randn(12, c, generator=gen, dtype=torch.float64)
+    e_rand = torch.randint(0, 12, (2, 40), generator=gen)
     lip, _ = _pair(c, identity=False)
     lip_est = [_layer_lipschitz(lip, x_rand, e_rand, s) for s in scales]
     assert max(lip_est) / min(lip_est) < 1.05, lip_est

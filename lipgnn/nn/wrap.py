@@ -12,8 +12,9 @@ given layer        returned layer                          score normalisation
 The returned layer is a new module of a subclass of the given class (``isinstance`` still holds), built
 with the same constructor arguments and loaded with the given layer's ``state_dict`` (same keys, same
 tensors copied), on the same device and dtype and in the same train/eval mode; the given layer is left
-unchanged. ``impl="auto"`` takes the fused CSR twin (:mod:`lipgnn.nn.fused`, tested equal) for GAT and
-Transformer layers on CPU, where it exists; GATv2 and every layer on other devices run PyG's path.
+unchanged, and so is the global random state (a model built with and without it gets the same weights).
+``impl="auto"`` takes the fused CSR twin (:mod:`lipgnn.nn.fused`, tested equal) for GAT and Transformer
+layers on CPU, where it exists; GATv2 and every layer on other devices run PyG's path.
 """
 
 from __future__ import annotations
@@ -120,7 +121,10 @@ def lipschitz_norm(conv: nn.Module, alpha: float = 1.0, *, variant: str = "paper
     else:
         args = _gat_args(conv) if base is GATConv else _transformer_args(conv)
         lip["variant"] = variant
-    wrapped = cls(**args, **lip, **_message_passing_kwargs(conv))
+    # The new layer's own initialisation is overwritten by the state_dict: draw it on a forked generator so that
+    # wrapping leaves the caller's random numbers (the next layers' initialisation) as they were.
+    with torch.random.fork_rng(devices=[]):
+        wrapped = cls(**args, **lip, **_message_passing_kwargs(conv))
     wrapped.load_state_dict(conv.state_dict())
     if first is not None:
         wrapped.to(device=device, dtype=first.dtype)
