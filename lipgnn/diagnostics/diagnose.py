@@ -54,8 +54,8 @@ from lipgnn.models.grad_norms import attention_parameters
 
 COLUMNS: tuple[str, ...] = ("layer", "kind", "dirichlet", "laplacian", "mad", "group_distance_ratio",
                             "attn_grad_norm", "lipschitz_lower")
-#: Energy below which a representation counts as collapsed (every node equal up to float32 rounding).
-COLLAPSED = 1e-12
+#: Cosine distances below this count as 0 in MAD (rounding of 1 - cos(h, h) in float64).
+ZERO_DISTANCE = 1e-12
 
 Forward = Callable[[nn.Module, Any], Any]
 
@@ -126,14 +126,15 @@ def trace_message_passing(model: nn.Module, data: Any, forward: Forward = defaul
 
 def mean_average_distance(h: Tensor, rows: Tensor | None = None, *, chunk: int = 512) -> float:
     r"""Chen et al.'s global MAD: :math:`\frac{1}{|R|}\sum_{i \in R} \sum_j D_{ij} / \#\{j: D_{ij} > 0\}` with
-    :math:`D_{ij} = 1 - \cos(h_i, h_j)` (clamped at 0), over rows ``R`` (default all nodes)."""
+    :math:`D_{ij} = 1 - \cos(h_i, h_j)` (below :data:`ZERO_DISTANCE`: 0), over rows ``R`` (default all nodes)."""
     h = h.detach().to(dtype=torch.float64, device="cpu")
     unit = h / h.norm(dim=1, keepdim=True).clamp_min(1e-300)
     unit[h.norm(dim=1) == 0] = 0.0  # a zero vector: cosine 0, distance 1 (sklearn's convention)
     index = torch.arange(h.size(0)) if rows is None else rows
     total = 0.0
     for start in range(0, index.numel(), chunk):
-        dist = (1.0 - unit[index[start:start + chunk]] @ unit.T).clamp_min_(0.0)
+        dist = 1.0 - unit[index[start:start + chunk]] @ unit.T
+        dist[dist < ZERO_DISTANCE] = 0.0  # a node and its copies (itself included) are at distance 0
         nonzero = (dist > 0).sum(dim=1)
         total += float((dist.sum(dim=1) / (nonzero + 1e-8)).sum())
     return total / max(index.numel(), 1)
