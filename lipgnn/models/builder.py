@@ -65,9 +65,11 @@ from lipgnn.models.nonlocal_mp import NONLOCAL_SOURCES, NonlocalScale
 from lipgnn.models.san import SANBlock
 
 MODEL_NAMES: tuple[str, ...] = ("gcn", "ggnn", "gin", "gat", "gt", "gcnii", "pyg_stack")
-ATTENTION_MODELS: tuple[str, ...] = ("gat", "gt", "pyg_stack")
+ATTENTION_MODELS: tuple[str, ...] = ("gat", "gt")
 #: ``model=pyg_stack``: ``model.conv`` -> PyG's stock attention layer of every block.
 PYG_STACK_CONVS: tuple[str, ...] = ("gat", "gatv2", "transformer")
+#: Block models whose scores ``norm=lip`` normalises: the suite's GAT/GT and PyG's stock layers (pyg_stack).
+LIP_MODELS: tuple[str, ...] = (*ATTENTION_MODELS, "pyg_stack")
 #: Guan & He's self-attention GNN (:mod:`lipgnn.models.san`): its own block, norm none | lip only.
 SAN_NAME = "san"
 #: Models with a fused (CSR) implementation (the config validator's ``FUSED_MODELS``, tested equal).
@@ -318,9 +320,9 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
     placement = _choice(_opt(model_cfg, "layer_norm", "none"), LN_PLACEMENTS, "model.layer_norm")
     act_cls = activation_class(name, _opt(model_cfg, "activation", "default"))
 
-    if norm == "lip" and name not in ATTENTION_MODELS:
+    if norm == "lip" and name not in LIP_MODELS:
         raise ConfigError(
-            f"norm=lip needs an attention model ({', '.join(ATTENTION_MODELS)}); "
+            f"norm=lip needs an attention model ({', '.join(LIP_MODELS)}); "
             f"model={name} has no attention scores to normalize"
         )
     if impl == "fused" and name not in FUSED_MODELS:
@@ -337,7 +339,7 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
     _nonlocal_options(model_cfg, name, aggregation)  # validates before anything is built
 
     # Per-model conv factory: layer index -> (conv, how to call it).
-    if name in ATTENTION_MODELS:
+    if name in LIP_MODELS:
         heads = int(_opt(model_cfg, "heads", 1))
         if heads < 1:
             raise ConfigError(f"model.heads={heads} is invalid; use at least one attention head")
@@ -448,7 +450,7 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
         input_dropout=dropout if gcnii else 0.0,
         head_dropout=dropout if gcnii else 0.0,
         dropout_fn=fused_dropout() if gcnii and impl == "fused" else F.dropout,
-        uses_edge_attr=edge_dim is not None and name in ATTENTION_MODELS,
+        uses_edge_attr=edge_dim is not None and name in LIP_MODELS,
         model_name=name,
         norm_name=norm,
     )
