@@ -258,7 +258,8 @@ def _train(cfg: DictConfig, run_id: str, ckpt_path: Path, progress: bool | None,
     )
     from lipgnn.diagnostics.probe import fit_traced
 
-    result, diagnostics = fit_traced(trainer, model, task, energy=bool(cfg.log.get("energy", False)))
+    result, diagnostics = fit_traced(trainer, model, task, energy=bool(cfg.log.get("energy", False)),
+                                     diagnose=bool(cfg.log.get("diagnose", False)))
     record = {
         **base, **diagnostics, "status": result.status, "metric": task.metric, "history": result.history,
         "best": result.best, "last": result.last, "epochs_run": result.epochs_run,
