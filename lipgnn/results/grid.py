@@ -42,6 +42,9 @@ class Sweep:
     name: str
     epochs: float
     points: tuple[dict[str, Any], ...]
+    # keys every point carries because the experiment or sweep file fixes them (not swept): a record that lacks
+    # one (written before the key existed) is not checked on it
+    fixed: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,8 @@ def _fixed_values(path: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in _flatten(OmegaConf.to_container(cfg, resolve=False)).items():
         top = key.split(".")[0]
-        if top in ("defaults", "hydra", "experiment_name") or key in IGNORED_CONFIG_KEYS or key in NON_IDENTITY_KEYS:
+        if (top in ("defaults", "hydra", "experiment_name") or key in IGNORED_CONFIG_KEYS
+                or any(key == k or key.startswith(f"{k}.") for k in NON_IDENTITY_KEYS)):
             continue
         if isinstance(value, str) and "${" in value:
             out[key] = _PER_JOB  # a sweep file's interpolation replaces the experiment's value
@@ -189,8 +193,10 @@ def _declared_grid(experiment: str, budget: str, conf_dir: Path) -> DeclaredGrid
         # axes (the epoch budget among them): a record without them is not a job of this sweep.
         fixed = {**_fixed_values(conf_dir / "experiment" / f"{experiment}.yaml"), **_fixed_values(path)}
         fixed = {k: v for k, v in fixed.items() if v is not _PER_JOB}
+        points = _expand(conf_dir, OmegaConf.to_container(params))
         sweeps.append(Sweep(path.stem, float(epochs) if epochs is not None else math.nan,
-                            tuple({**fixed, **point} for point in _expand(conf_dir, OmegaConf.to_container(params)))))
+                            tuple({**fixed, **point} for point in points),
+                            frozenset(fixed) - {k for point in points for k in point}))
     return DeclaredGrid(experiment, budget, tuple(sweeps)) if sweeps else None
 
 
@@ -208,14 +214,17 @@ def _same(value: Any, expected: Any) -> bool:
     return str(value) == str(expected)
 
 
-def matches(cfg: Mapping[str, Any], point: Mapping[str, Any], skip: tuple[str, ...] = ()) -> bool:
+def matches(cfg: Mapping[str, Any], point: Mapping[str, Any], skip: tuple[str, ...] = (),
+            if_present: frozenset[str] = frozenset()) -> bool:
     """Does a record's config have every value a declared point asks for (but the keys in ``skip``)? (A key the
-    run lacks counts as its default: False for booleans, its neutral value for a key added later, else a
-    mismatch.)"""
+    run lacks is not checked when it is in ``if_present``, else counts as its default: False for booleans, its
+    neutral value for a key added later, else a mismatch.)"""
     for key, expected in point.items():
         if key in skip:
             continue
         value = get_dotted(cfg, key)
+        if value is None and key in if_present:
+            continue
         if value is None and isinstance(expected, bool):
             value = False
         if value is None and key in NEUTRAL:  # a key added after the record was written, at its neutral value
@@ -259,7 +268,8 @@ def check_grid(df: pd.DataFrame, conf_dir: Path | None = None) -> GridCheck:
             continue
         mine = []
         for sweep in grid.sweeps:
-            index = next((i for i, p in enumerate(sweep.points) if matches(cfg, p, skip=("train.epochs",))), None)
+            index = next((i for i, p in enumerate(sweep.points)
+                          if matches(cfg, p, skip=("train.epochs",), if_present=sweep.fixed)), None)
             if index is not None:
                 full = math.isnan(sweep.epochs) or _same(get_dotted(cfg, "train.epochs"), sweep.epochs)
                 mine.append((f"{key}/{sweep.name}", index, full))
