@@ -43,7 +43,34 @@ def _hydra_train(cfg: DictConfig) -> float | None:
     return best.get("val")
 
 
+def where(overrides: list[str]) -> str:
+    """Where ``train.py <overrides>`` would write and read: its record, its checkpoint, the data root and cache."""
+    from omegaconf import OmegaConf
+
+    from lipgnn.config import compose
+    from lipgnn.identity import run_id
+    from lipgnn.results.store import checkpoint_file, run_record_path
+
+    cfg = compose(overrides)
+    rid = run_id(OmegaConf.to_container(cfg, resolve=True))
+    rows = {"run id": rid, "record": str(run_record_path(str(cfg.results_dir), str(cfg.experiment_name), rid)),
+            "checkpoint": str(checkpoint_file(str(cfg.results_dir), str(cfg.experiment_name), rid)),
+            "data root": f"{cfg.dataset.root}  (dataset.root; default $LIPGNN_DATA, else ./data)",
+            "data cache": f"{cfg.dataset.cache_dir}  (dataset.cache_dir; default $LIPGNN_CACHE, else .cache/lipgnn)"}
+    return "\n".join(f"{name + ':':12s}{value}" for name, value in rows.items())
+
+
 def train_main() -> None:
+    argv = sys.argv[1:]
+    if "--where" in argv:  # the resolved paths of one run, nothing trained
+        try:
+            print(where([a for a in argv if a != "--where"]))
+        except LipgnnError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            sys.exit(2)
+        return
+    if any(a in ("--cfg", "-c") for a in argv) and "--resolve" not in argv:
+        sys.argv.append("--resolve")  # print results_dir and the data paths as the run will use them
     # Every job is composed and validated before Hydra starts any: bad input = one line, exit 2, nothing written.
     try:
         check_command_line(sys.argv[1:])
@@ -63,9 +90,15 @@ def main(argv: list[str] | None = None) -> int:
         from lipgnn.diagnostics.cli import main as energy_main
 
         return energy_main(argv[1:])
+    if argv[:1] == ["diagnose"]:  # its own parser: a factory and Hydra-style overrides
+        from lipgnn.diagnostics.diagnose_cli import main as diagnose_main
+
+        return diagnose_main(argv[1:])
     parser = argparse.ArgumentParser(prog="lipgnn", description="lipgnn utilities")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("energy", help="per-layer energies of an untrained model (Guan & He §2): lipgnn energy --help")
+    sub.add_parser("diagnose", help="per-layer energies, MAD, gradients, Lipschitz bounds of a suite model or "
+                                    "your own (file.py:factory): lipgnn diagnose --help")
     status = sub.add_parser("sweep-status", help="runs done / diverged / failed / missing for an experiment")
     status.add_argument("experiment", help="experiment name, e.g. table3, or an ad-hoc experiment_name")
     status.add_argument("--results-dir", default=None, help="default: results (outputs for ad-hoc experiments)")

@@ -232,6 +232,36 @@ def validate_launcher(hydra_cfg: DictConfig) -> None:
                  f"hydra.launcher.n_jobs={n_jobs!r} must be an integer >= 1")
 
 
+def validate_output_dir(hydra_cfg: DictConfig, key: str) -> None:
+    """Hydra's output folder (``hydra.run.dir`` for a run, ``hydra.sweep.dir`` for a sweep) can be created and
+    written: Hydra makes it before the job starts and would otherwise end in a traceback."""
+    folder = OmegaConf.select(hydra_cfg, key.removeprefix("hydra."), default=None)
+    if folder is not None:
+        _require(_can_create_in(Path(str(folder))),
+                 f"{key}={folder} cannot be created or written (Hydra keeps its logs there); choose a writable "
+                 f"folder with {key}=<path>")
+
+
+def _can_create_in(path: Path) -> bool:
+    """Whether a folder can be made where ``path`` would be created: tried for real (a temp folder made and removed
+    in its nearest existing ancestor), since permission bits say nothing for root or for pseudo file systems
+    such as /proc."""
+    import tempfile
+
+    probe = path
+    while not probe.exists():
+        if probe.parent == probe:
+            return False
+        probe = probe.parent
+    if not probe.is_dir():
+        return False
+    try:
+        os.rmdir(tempfile.mkdtemp(dir=probe, prefix=".lipgnn-probe-"))
+    except OSError:
+        return False
+    return True
+
+
 # ---------------------------------------------------------------------------------------------- compose
 def format_error(exc: BaseException) -> str:
     """One line from a Hydra/OmegaConf error chain: what was given, and the innermost reason."""
@@ -257,6 +287,12 @@ def format_error(exc: BaseException) -> str:
     if missing:
         return f"{missing.group(1)} is not set; give {missing.group(1)}=<value>"
     message = firsts[0]
+    lexer = next((m for m in (re.search(r"token recognition error at: '(.*)'", line) for line in firsts) if m), None)
+    if lexer:  # Hydra's override grammar takes unquoted values of ASCII letters, digits and a few symbols only
+        char = lexer.group(1)
+        key, _, value = re.sub(r"^\w*Exception:\s*", "", message).partition("=")
+        return (f"{key}={value}: the character {char!r} needs quoting in an override; write "
+                f"{key}=\"'{value}'\" (single quotes inside double quotes, so the shell keeps them)")
     merging = re.match(r"Error merging override (.*)", message)
     if merging:
         message = f"{merging.group(1)} is invalid"
@@ -305,6 +341,7 @@ def compose(overrides: Sequence[str] = (), *, hydra: bool = False) -> DictConfig
     validate(cfg)
     if hydra:
         validate_launcher(cfg.hydra)
+        validate_output_dir(cfg.hydra, "hydra.run.dir")
     return cfg
 
 
@@ -326,6 +363,7 @@ def check_command_line(argv: Sequence[str]) -> None:
 
     jobs, hydra_cfg = sweep_jobs_from(overrides)
     validate_launcher(hydra_cfg)
+    validate_output_dir(hydra_cfg, "hydra.sweep.dir")
     for job in jobs:
         compose(job)
 

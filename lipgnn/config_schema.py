@@ -18,8 +18,8 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-MODELS = ("gcn", "ggnn", "gin", "gat", "gt", "gcnii", "san")
-ATTENTION_MODELS = ("gat", "gt", "san")
+MODELS = ("gcn", "ggnn", "gin", "gat", "gt", "gcnii", "san", "pyg_stack")
+ATTENTION_MODELS = ("gat", "gt", "san", "pyg_stack")
 #: Models with a fused (CSR) implementation (``model.impl=fused``; ``auto`` picks it on CPU).
 FUSED_MODELS = ("gat", "gt", "san", "gcn", "ggnn", "gin", "gcnii")
 #: Models whose fused training step ``train.cuda_graphs=true`` captures (GCNII's fused layer came after the GPU
@@ -81,6 +81,12 @@ class ModelConfig:
 class GCNIIConfig(ModelConfig):
     gcnii_alpha: float = number(0.1, ge=0.0, le=1.0)
     gcnii_theta: float = number(0.5, gt=0.0)
+
+
+@dataclass
+class PygStackConfig(ModelConfig):
+    # model=pyg_stack: which stock PyG attention layer the blocks hold (GATConv, GATv2Conv, TransformerConv)
+    conv: str = choice("gat", "gat", "gatv2", "transformer")
 
 
 # ---------------------------------------------------------------------------------------------- norm
@@ -231,6 +237,7 @@ class LogConfig:
     grad_norms: Any = flag(False)  # per-layer attention-gradient norms each epoch (Fig. 2)
     progress: Any = flag(True)
     energy: Any = flag(False)  # per-layer Dirichlet energies (Guan & He)
+    diagnose: Any = flag(False)  # lipgnn.diagnostics.diagnose's per-layer table at initialisation
 
 
 @dataclass
@@ -268,6 +275,7 @@ SCHEMAS: dict[tuple[str, str], type] = {
     ("", "config_schema"): RootConfig,
     ("model", "base_model"): ModelConfig,
     ("model", "base_gcnii"): GCNIIConfig,
+    ("model", "base_pyg_stack"): PygStackConfig,
     ("norm", "base_norm"): NormConfig,
     ("norm", "base_pairnorm"): PairNormConfig,
     ("norm", "base_layernorm"): LayerNormConfig,

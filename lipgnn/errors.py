@@ -15,3 +15,11 @@ class DatasetNotFoundError(LipgnnError):
 
 class RunInterrupted(LipgnnError):
     """Ctrl-C during training: the message says whether the run is checkpointed and how to resume."""
+
+
+class RunInProgress(LipgnnError):
+    """Another process holds the run's lock: it is training that run id now."""
+
+
+class RecordNotWritten(LipgnnError):
+    """A finished run's record could not be written; the message says where the result was kept instead."""

@@ -25,15 +25,16 @@ def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _mean_std(values: list[float]) -> str:
-    finite = [v for v in values if v is not None and math.isfinite(v)]
-    if not finite:
+def _mean_std(stats: Any) -> str:
+    """``mean ± std`` of one aggregated row (``count``, ``mean``, ``std`` in %); the mean alone for one run."""
+    if not stats["count"]:
         return "—"
-    mean = 100 * sum(finite) / len(finite)
-    if len(finite) == 1:
-        return f"{mean:.1f}"
-    std = 100 * math.sqrt(sum((v - mean / 100) ** 2 for v in finite) / (len(finite) - 1))
-    return f"{mean:.1f} ± {std:.1f}"
+    return f"{stats['mean']:.1f}" if stats["count"] == 1 else f"{stats['mean']:.1f} ± {stats['std']:.1f}"
+
+
+def _shown(value: Any) -> str:
+    """A config value as written: ``30`` rather than the ``30.0`` of a float column."""
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
 
 
 def summary_table(frame: Any) -> Any:
@@ -42,7 +43,11 @@ def summary_table(frame: Any) -> Any:
 
     from lipgnn.identity import config_key, identity_config
 
-    frame = frame.assign(key=[config_key(c) for c in frame["config"]])
+    frame = frame.assign(key=[config_key(c) for c in frame["config"]],
+                         best_pct=100 * frame["best_test"], last_pct=100 * frame["last_test"])
+    done = frame[frame["status"].isin(["completed", "diverged"])]
+    # Over seeds: count of finite values, mean and sample std (ddof=1), in %.
+    stats = done.groupby("key")[["best_pct", "last_pct"]].agg(["count", "mean", "std"])
     rows = []
     for experiment, runs in frame.groupby("experiment", sort=True):
         flats = {k: _flat(identity_config(g.iloc[0]["config"], seed=False)) for k, g in runs.groupby("key")}
@@ -51,14 +56,17 @@ def summary_table(frame: Any) -> Any:
                    and k not in ("model.name", "norm.name", "dataset.name", "depth")]
         for key, group in runs.groupby("key", sort=True):
             first = group.iloc[0]
-            done = group[group["status"].isin(["completed", "diverged"])]
+            written = _flat(first["config"])  # the record's own values (identity_config makes numbers floats)
+            cell = stats.loc[key] if key in stats.index else None
             rows.append({
                 "experiment": experiment, "model": first["model"], "norm": first["norm"],
-                "dataset": first["dataset"], "depth": first["depth"],
-                "differs in": ", ".join(f"{k}={flats[key][k]}" for k in varying if k in flats[key]),
-                "runs": len(done), "diverged": int((done["status"] == "diverged").sum()),
-                "test @ best val (%)": _mean_std(list(done["best_test"])),
-                "last test (%)": _mean_std(list(done["last_test"])), "config_key": key,
+                "dataset": first["dataset"], "depth": _shown(first["depth"]),
+                "differs in": ", ".join(f"{k}={written[k] if k in written else _shown(flats[key][k])}"
+                                        for k in varying if k in flats[key]),
+                "runs": int(group["status"].isin(["completed", "diverged"]).sum()),
+                "diverged": int((group["status"] == "diverged").sum()),
+                "test @ best val (%)": "—" if cell is None else _mean_std(cell["best_pct"]),
+                "last test (%)": "—" if cell is None else _mean_std(cell["last_pct"]), "config_key": key,
             })
     return pd.DataFrame(rows)
 
@@ -97,8 +105,7 @@ def summarize(results_dir: str | Path, experiment: str | None = None, out: str |
     out_dir.mkdir(parents=True, exist_ok=True)
     table = summary_table(frame)
     table.to_csv(out_dir / "summary.csv", index=False)
-    markdown = table.drop(columns=["config_key"]).to_markdown(index=False) if _has_tabulate() else \
-        table.drop(columns=["config_key"]).to_string(index=False)
+    markdown = table.drop(columns=["config_key"]).to_markdown(index=False)  # a GitHub table (tabulate)
     (out_dir / "summary.md").write_text(markdown + "\n", encoding="utf-8")
     fig = curves_figure(frame)
     fig.savefig(out_dir / "curves.png", dpi=120)
@@ -106,8 +113,3 @@ def summarize(results_dir: str | Path, experiment: str | None = None, out: str |
     print(f"\nwrote {out_dir / 'summary.csv'}, {out_dir / 'summary.md'} and {out_dir / 'curves.png'}")
     return 0
 
-
-def _has_tabulate() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("tabulate") is not None

@@ -69,21 +69,30 @@ class SweepStatus:
     outside: list[tuple[str, str]] = field(default_factory=list)  # records no declared job produces
     # missing runs with a checkpoint: run_id -> "epoch <done> of <planned>[, best train <acc>]"
     resumable: dict[str, str] = field(default_factory=dict)
+    # missing runs whose checkpoint file is not a valid lipgnn checkpoint: run_id -> why (one line)
+    invalid: dict[str, str] = field(default_factory=dict)
 
 
-def _resumable(results_dir: str | Path, experiment: str, missing: dict[str, int]) -> dict[str, str]:
-    """How far each missing run (run_id -> planned epochs) got, for those that left a checkpoint."""
+def _resumable(results_dir: str | Path, experiment: str,
+               missing: dict[str, int]) -> tuple[dict[str, str], dict[str, str]]:
+    """How far each missing run (run_id -> planned epochs) got, for those that left a checkpoint; and why the
+    checkpoint files that are not valid checkpoints are not (read from their headers only)."""
     from lipgnn.results.store import checkpoint_file
 
     paths = {rid: checkpoint_file(results_dir, experiment, rid) for rid in missing}
     paths = {rid: path for rid, path in paths.items() if path.is_file()}
     if not paths:
-        return {}  # nothing to read: torch is not imported
-    from lipgnn.train.checkpoint import checkpoint_progress
+        return {}, {}  # nothing to read: torch is not imported
+    from lipgnn.train.checkpoint import InvalidCheckpoint, checkpoint_progress
 
     found: dict[str, str] = {}
+    invalid: dict[str, str] = {}
     for rid, path in paths.items():
-        progress = checkpoint_progress(path)
+        try:
+            progress = checkpoint_progress(path)  # the header only: a checkpoint's state is never loaded here
+        except InvalidCheckpoint as exc:
+            invalid[rid] = f"{exc}; a rerun moves it aside and starts fresh"
+            continue
         if progress is None:
             continue
         epoch, best_train = progress
@@ -91,7 +100,7 @@ def _resumable(results_dir: str | Path, experiment: str, missing: dict[str, int]
         if best_train.get("train") is not None:
             text += f", best train {100 * float(best_train['train']):.2f}%"
         found[rid] = text
-    return found
+    return found, invalid
 
 
 def sweep_status(experiment: str, results_dir: str | Path, overrides: Sequence[str] = ()) -> SweepStatus:
@@ -108,8 +117,9 @@ def sweep_status(experiment: str, results_dir: str | Path, overrides: Sequence[s
     planned = {run_id(cfg): int(cfg.train.epochs) for cfg in expand_sweep(experiment, overrides)}
     rows = [(rid, present.get(rid, "missing")) for rid in planned]
     missing = {rid: planned[rid] for rid, state in rows if state == "missing"}
+    resumable, invalid = _resumable(results_dir, experiment, missing)
     return SweepStatus(rows=rows, outside=sorted((r, s) for r, s in present.items() if r not in planned),
-                       resumable=_resumable(results_dir, experiment, missing))
+                       resumable=resumable, invalid=invalid)
 
 
 def print_sweep_status(experiment: str, results_dir: str | Path, overrides: Sequence[str] = ()) -> int:
@@ -119,6 +129,8 @@ def print_sweep_status(experiment: str, results_dir: str | Path, overrides: Sequ
     for run_id, state in status.rows:
         if state != "completed":
             note = f"  (checkpoint: {status.resumable[run_id]})" if run_id in status.resumable else ""
+            if run_id in status.invalid:
+                note = f"  (checkpoint not used: {status.invalid[run_id]})"
             print(f"{state:9s} {run_id}{note}")
     for run_id, state in status.outside:
         print(f"outside the grid ({state}) {run_id}")

@@ -13,7 +13,8 @@ def test_help_lists_groups_and_examples(tmp_path: Path) -> None:
     out = run_cli(["--help"], tmp_path)
     assert out.returncode == 0
     # Hydra lists the typed schemas (base_*) of each group beside its options.
-    assert "model: base_gcnii, base_model, gat, gcn, gcnii, ggnn, gin, gt" in out.stdout
+    (models,) = [line for line in out.stdout.splitlines() if line.startswith("model: ")]
+    assert {"gat", "gcn", "gcnii", "ggnn", "gin", "gt", "san", "pyg_stack"} <= set(models[7:].split(", "))
     assert "norm: base_layernorm, base_lip, base_norm, base_pairnorm, layernorm, lip, none, pairnorm" in out.stdout
     assert "python train.py model=gat norm=lip" in out.stdout
     assert files_under(tmp_path) == []
@@ -23,7 +24,28 @@ def test_cfg_job_prints_the_composed_config(tmp_path: Path) -> None:
     out = run_cli(["model=gt", "norm=lip", "depth=30", "--cfg", "job"], tmp_path)
     assert out.returncode == 0
     assert "depth: 30" in out.stdout and "name: gt" in out.stdout and "name: lip" in out.stdout
+    # resolved: where the record goes, not the ${results_root:...} interpolation
+    assert "results_dir: outputs" in out.stdout and "${" not in out.stdout
     assert files_under(tmp_path) == []
+
+
+def test_where_prints_the_record_checkpoint_and_data_paths_without_running(tmp_path: Path) -> None:
+    from omegaconf import OmegaConf
+
+    from lipgnn.config import compose
+    from lipgnn.identity import run_id
+
+    args = ["experiment=table3", "depth=15", "seed=2", f"dataset.root={tmp_path / 'data'}"]
+    out = run_cli(["--where", *args], tmp_path)
+    assert out.returncode == 0, out.stderr
+    rid = run_id(OmegaConf.to_container(compose(args), resolve=True))
+    lines = dict(line.split(":", 1) for line in out.stdout.splitlines())
+    assert lines["record"].strip() == f"results/runs/table3/{rid}.json"
+    assert lines["checkpoint"].strip() == f"results/checkpoints/table3/{rid}/checkpoint.ckpt"
+    assert lines["data root"].split()[0] == str(tmp_path / "data")
+    assert files_under(tmp_path) == []
+    bad = run_cli(["--where", "depth=0"], tmp_path)
+    assert bad.returncode == 2 and "depth=0 is out of range" in bad.stderr
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -105,5 +127,31 @@ def test_summarize_gives_mean_and_std_per_configuration_and_a_curves_png(tmp_pat
     # Hand-computed: mean 35.0, sample std of (30, 40) = 7.07...
     assert by_norm["none"]["test @ best val (%)"] == "35.0 ± 7.1" and by_norm["lip"]["last test (%)"] == "75.0 ± 7.1"
     assert by_norm["lip"]["differs in"] == "norm.alpha=1.0, norm.formula=paper"
+    # a real Markdown table: a header row, its |---| rule, one row per configuration
+    markdown = (tmp_path / "summary" / "summary.md").read_text().splitlines()
+    assert markdown[0].startswith("| experiment") and set(markdown[1]) <= set("|:- ") and len(markdown) == 4
     assert (tmp_path / "summary" / "curves.png").stat().st_size > 0
     assert main(["summarize", str(tmp_path / "empty")]) == 2
+
+
+def test_summarize_shows_integers_as_integers(tmp_path: Path) -> None:
+    """identity_config makes every number a float; the table shows the values as the config wrote them."""
+    import csv
+
+    from omegaconf import OmegaConf
+
+    from lipgnn.cli import main
+    from lipgnn.identity import run_id
+    from lipgnn.results.store import write_record
+
+    for depth, epochs in ((10, 12), (30, 12), (30, 20)):
+        config = OmegaConf.to_container(compose_cfg(["model=gat", f"depth={depth}", f"train.epochs={epochs}"]),
+                                        resolve=True)
+        write_record(tmp_path, {"run_id": run_id(config), "experiment": "mysweep", "status": "completed",
+                                "config": config, "seed": 0, "history": {"epoch": [1], "test": [0.5]},
+                                "best": {"epoch": 1, "val": 0.5, "test": 0.5}, "last": {"epoch": 1, "test": 0.5}})
+    assert main(["summarize", str(tmp_path)]) == 0
+    rows = list(csv.DictReader((tmp_path / "summary" / "summary.csv").open()))
+    assert sorted((row["depth"], row["differs in"], row["test @ best val (%)"]) for row in rows) == [
+        ("10", "train.epochs=12", "50.0"), ("30", "train.epochs=12", "50.0"), ("30", "train.epochs=20", "50.0")]
+    assert ".0" not in (tmp_path / "summary" / "summary.md").read_text().replace("50.0", "")

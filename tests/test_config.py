@@ -16,7 +16,7 @@ def options(group: str) -> list[str]:
 
 
 def test_group_options_are_the_documented_ones() -> None:
-    assert options("model") == ["gat", "gcn", "gcnii", "ggnn", "gin", "gt", "san"]
+    assert options("model") == ["gat", "gcn", "gcnii", "ggnn", "gin", "gt", "pyg_stack", "san"]
     assert options("norm") == ["layernorm", "lip", "none", "pairnorm"]
     assert options("dataset") == ["citeseer", "cora", "cs", "ogbn-arxiv", "ogbn-proteins", "physics", "pubmed", "pyg",
                                   "trees"]

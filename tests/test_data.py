@@ -163,7 +163,7 @@ def _assert_one_line_not_found(exc: DatasetNotFoundError, root: Path) -> None:
     assert "\n" not in msg
     assert msg.startswith("Cora not found")
     assert f"{root}/Cora/raw/ind.cora.{{x,tx,allx,y,ty,ally,graph,test.index}}" in msg
-    assert "LIPGNN_DATA" in msg and "dataset.root" in msg
+    assert "LIPGNN_DATA" in msg and "dataset.root" in msg and "put the files there" in msg
 
 
 def test_planetoid_missing_folder_offline_fails_fast(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -174,7 +174,7 @@ def test_planetoid_missing_folder_offline_fails_fast(tmp_path: Path, monkeypatch
         load(cfg, 0)
     assert time.monotonic() - start < 3
     _assert_one_line_not_found(info.value, root)
-    assert "download is false" in str(info.value)
+    assert "download is false" in str(info.value) and "dataset.download=true" in str(info.value)
 
     # download: true on a machine whose resolver hangs: the probe gives up after its timeout.
     def hang(*args: object, **kwargs: object) -> None:
@@ -189,6 +189,8 @@ def test_planetoid_missing_folder_offline_fails_fast(tmp_path: Path, monkeypatch
     assert time.monotonic() - start < 3
     _assert_one_line_not_found(info.value, root)
     assert "unreachable" in str(info.value)
+    # download is already on: the message must not ask to enable it
+    assert "dataset.download=true" not in str(info.value)
 
 
 def test_planetoid_offline_real_probe_fails_fast(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

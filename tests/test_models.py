@@ -24,12 +24,12 @@ from lipgnn.models import (
     attention_parameters,
     build_model,
 )
-from lipgnn.models.builder import CUDA_FUSED_MIN_EDGES, plain_conv_class, resolve_impl
+from lipgnn.models.builder import CUDA_FUSED_MIN_EDGES, LIP_MODELS, plain_conv_class, resolve_impl
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
-NON_ATTENTION = [m for m in MODEL_NAMES if m not in ATTENTION_MODELS]
+NON_ATTENTION = [m for m in MODEL_NAMES if m not in LIP_MODELS]
 COMBOS = [(m, n) for m in MODEL_NAMES for n in ("none", "pairnorm", "layernorm")] + [
-    (m, "lip") for m in ATTENTION_MODELS
+    (m, "lip") for m in LIP_MODELS
 ]
 
 
@@ -73,7 +73,7 @@ def test_every_combination_runs_forward_backward(model: str, norm: str, depth: i
     x, edge_index, y = random_graph()
     net = on_device(build_model(model_cfg(model), norm_cfg(norm), DataSpec(num_features=8, num_classes=3), depth))
     assert isinstance(net, DeepGNN) and net.depth == depth
-    assert len(net.attention_layers()) == (depth if model in ATTENTION_MODELS else 0)
+    assert len(net.attention_layers()) == (depth if model in LIP_MODELS else 0)
     net.train()
     out = net(x, edge_index)
     assert out.shape == (30, 3)
@@ -95,7 +95,7 @@ def test_lip_rejected_without_attention(model: str) -> None:
         build_model(model_cfg(model), norm_cfg("lip"), DataSpec(8, 3), 2)
     msg = str(info.value)
     assert "\n" not in msg
-    assert msg == (f"norm=lip needs an attention model (gat, gt); model={model} has no attention scores "
+    assert msg == (f"norm=lip needs an attention model (gat, gt, pyg_stack); model={model} has no attention scores "
                    "to normalize")
 
 

@@ -153,7 +153,7 @@ def test_sweep_status_shows_how_far_a_checkpointed_run_got(tmp_path: Path, capsy
     planned = int(expand_sweep("fig2", overrides)[0].train.epochs)
     save_checkpoint(checkpoint_file(tmp_path, "fig2", first),
                     {"epoch": 7, "best_train": {"epoch": 7, "train": 0.9125, "test": 0.5}})
-    # A half-written file (a job killed while saving) is no checkpoint to resume.
+    # A file that is no lipgnn checkpoint (damaged, foreign, planted) is named as such, from its header alone.
     broken = checkpoint_file(tmp_path, "fig2", second)
     broken.parent.mkdir(parents=True)
     broken.write_bytes(b"PK\x03\x04 not a checkpoint")
@@ -163,5 +163,6 @@ def test_sweep_status_shows_how_far_a_checkpointed_run_got(tmp_path: Path, capsy
     assert main(["sweep-status", "fig2", *overrides, "--results-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert f"missing   {first}  (checkpoint: epoch 7 of {planned}, best train 91.25%)" in out
-    assert f"missing   {second}\n" in out
+    assert status.invalid[second].startswith(f"{broken} is not a valid lipgnn checkpoint")
+    assert f"missing   {second}  (checkpoint not used: {broken} is not a valid lipgnn checkpoint" in out
     assert "2 missing (1 with a checkpoint to resume);" in out

@@ -120,13 +120,13 @@ def test_killed_run_resumes_from_checkpoint_to_the_uninterrupted_result(tmp_path
     killed = run_cli([*args, "results_dir=res"], tmp_path, env={"LIPGNN_FAULT": "kill@gat-lip:3"})
     assert killed.returncode == -9
     assert not list((tmp_path / "res").rglob("*.json"))
-    assert list((tmp_path / "res" / "checkpoints").rglob("checkpoint.pt"))
+    assert list((tmp_path / "res" / "checkpoints").rglob("checkpoint.ckpt"))
     resumed = run_cli([*args, "results_dir=res"], tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     record = json.loads(next((tmp_path / "res" / "runs").rglob("*.json")).read_text())
     assert record["resumed_from"] == 2
     assert record["history"] == reference["history"] and record["best"] == reference["best"]
-    assert not list((tmp_path / "res" / "checkpoints").rglob("checkpoint.pt"))
+    assert not list((tmp_path / "res" / "checkpoints").rglob("checkpoint.ckpt"))
 
 
 def test_killed_fig5_run_resumes_with_its_plateau_and_stopping_state(tmp_path: Path) -> None:

@@ -26,6 +26,16 @@ DEFAULT_ROOT = "data"
 DEFAULT_CACHE = ".cache/lipgnn"
 
 
+def missing_data_fix(folder: str, download: bool, reason: str) -> str:
+    """What to do when a dataset's files are missing under the root: where the files go, ``LIPGNN_DATA``, and a
+    download only where it is off (with it on, ``reason`` says why it did not work here)."""
+    fix = (f"put the files there, or set LIPGNN_DATA (or dataset.root=) to a folder holding {folder} "
+           "(`make` sets LIPGNN_DATA to ../shared/datasets when that folder exists; python does not)")
+    if not download:
+        fix += ", or pass dataset.download=true on a machine with a network"
+    return f"{fix} ({reason})"
+
+
 def cfg_get(cfg: Any, key: str, default: Any = None) -> Any:
     """Read ``key`` from a DictConfig or a plain mapping (tests pass dicts)."""
     if isinstance(cfg, Mapping) or hasattr(cfg, "get"):

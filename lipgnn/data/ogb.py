@@ -35,6 +35,7 @@ from lipgnn.data.common import (
     download_timeout,
     file_lock,
     mirror_files,
+    missing_data_fix,
     network_reachable,
 )
 from lipgnn.data.reorder import apply_reorder
@@ -126,7 +127,7 @@ def _open_dataset(name: str, root: Path, cache_dir: Path, download: bool) -> Any
         if reason:
             raise DatasetNotFoundError(
                 f"{name} not found: expected {root / dir_name}/{{{','.join(files)}}} in OGB's layout; "
-                f"set dataset.root or LIPGNN_DATA to the folder holding {dir_name}/ ({reason})"
+                f"{missing_data_fix(f'{dir_name}/', download, reason)}"
             )
 
     with file_lock(work_root / f".{dir_name}.lock"):

@@ -24,6 +24,7 @@ from lipgnn.data.common import (
     file_lock,
     is_writable_dir,
     mirror_files,
+    missing_data_fix,
     network_reachable,
 )
 from lipgnn.data.missing import apply_missing_vector, check_rate
@@ -87,8 +88,7 @@ def locate_raw(name: str, root: Path, cache_dir: Path, download: bool) -> Path:
             reason = f"download failed: {type(exc).__name__}: {exc}".replace("\n", " ")
     expected = f"{root / name / 'raw'}/ind.{name.lower()}.{{{','.join(SUFFIXES)}}}"
     raise DatasetNotFoundError(
-        f"{name} not found: expected {expected}; set dataset.root or LIPGNN_DATA to the folder holding "
-        f"{name}/raw, or enable dataset.download on a machine with a network ({reason})"
+        f"{name} not found: expected {expected}; {missing_data_fix(f'{name}/raw/', download, reason)}"
     )
 
 

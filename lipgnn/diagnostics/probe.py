@@ -36,25 +36,43 @@ def energy_profile(model: nn.Module, data: Any, graph: GraphMeasure | None = Non
             "dirichlet": [graph.energy(h, 1) for h in dirichlet_layers], "width": int(layers[-1].size(1))}
 
 
-def fit_traced(trainer: Any, model: nn.Module, task: Any, *, energy: bool) -> tuple[Any, dict[str, Any]]:
-    """``trainer.fit(model, task)``; with ``energy`` also the per-layer energies before and after it.
+def fit_traced(trainer: Any, model: nn.Module, task: Any, *, energy: bool,
+               diagnose: bool = False) -> tuple[Any, dict[str, Any]]:
+    """``trainer.fit(model, task)``; with ``energy`` also the per-layer energies before and after it; with
+    ``diagnose`` :func:`lipgnn.diagnostics.diagnose.diagnose`'s table at initialisation (no training steps; its
+    own generator, so the run's random numbers are untouched).
 
-    Returns ``(fit_result, extra)`` where ``extra`` is ``{}`` or ``{"diagnostics": {"energy": ...}}``, to be
-    merged into the run record.
+    Returns ``(fit_result, extra)`` where ``extra`` is ``{}`` or ``{"diagnostics": {"energy": ..., "diagnose":
+    ...}}``, to be merged into the run record.
     """
-    if not energy:
+    if not energy and not diagnose:
         return trainer.fit(model, task), {}
     device = next(model.parameters()).device
     data = next(iter(task.eval_batches())).to(device)
+    extra: dict[str, Any] = {}
+    if diagnose:
+        from lipgnn.diagnostics.diagnose import diagnose as run_diagnose
+
+        table = run_diagnose(model, data, labels=getattr(data, "y", None), forward=_suite_forward).to_record()
+        extra["diagnose"] = {"at": "init", **table}
+    if not energy:
+        return trainer.fit(model, task), {"diagnostics": extra}
     graph = GraphMeasure(data.edge_index, int(data.num_nodes))
-    before = energy_profile(model, data, graph)
+    # At initialisation; a resumed run restores the value its first segment measured (Trainer.carry).
+    trainer.carry["energy_init"] = energy_profile(model, data, graph)
     result = trainer.fit(model, task)
+    before = trainer.carry["energy_init"]
     after = energy_profile(model, data, graph)
     width = after.pop("width")
     before.pop("width")
     payload = {"definition": DEFINITION, "normalise": "nodes", "width": width,
                "init": before, "trained": after, "trained_at_epoch": int(result.epochs_run)}
-    return result, {"diagnostics": {"energy": payload}}
+    return result, {"diagnostics": {"energy": payload, **extra}}
+
+
+def _suite_forward(model: nn.Module, data: Any) -> Any:
+    """The suite's models take ``edge_attr`` as well (``None`` where the data has none)."""
+    return model(data.x, data.edge_index, getattr(data, "edge_attr", None))
 
 
 __all__ = ["DEFINITION", "energy_profile", "fit_traced"]

@@ -184,6 +184,22 @@ def maximise_jacobian_norm(
                       trace=trace if trace_every else [], xs=last_good)
 
 
+def lower_bound_at(f: Fn, h: Tensor, *, steps: int = 5, power_iters: int = 30,
+                   generator: torch.Generator | None = None) -> tuple[float, float]:
+    r"""``(at_input, estimate)`` for a map ``f`` at its actual input ``h``: :math:`\|J_f(h)\|_2` by power
+    iteration, and the larger of that and ``steps`` steps of :func:`maximise_jacobian_norm` (p = 2) from ``h``
+    (Adam step size 0.05 times ``h``'s standard deviation). Both are lower bounds on :math:`\mathrm{Lip}_2(f)`."""
+    at_input, _ = spectral_norm(f, h, iters=power_iters, generator=generator)
+    best = at_input
+    if steps > 0:
+        std = float(h.std()) if h.numel() > 1 else 0.0
+        lr = 0.05 * std if std > 0 else 0.05
+        lb = maximise_jacobian_norm(f, h.unsqueeze(0), 2, steps=steps, lr=lr, power_iters=3, generator=generator)
+        if math.isfinite(lb.best):
+            best = max(best, lb.best)
+    return at_input, best
+
+
 def grad_and_value_fn(objective: Fn) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
     """``torch.func.grad_and_value`` of a scalar objective (kept as a function so ``vmap`` can wrap it)."""
     from torch.func import grad_and_value

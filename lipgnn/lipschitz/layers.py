@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from lipgnn.lipschitz.bounds import graph_layer_bound
-from lipgnn.lipschitz.estimate import maximise_jacobian_norm, spectral_norm
+from lipgnn.lipschitz.estimate import lower_bound_at, spectral_norm
 
 
 def _conv_fn(block: torch.nn.Module, edge_index: Tensor, edge_attr: Tensor | None,
@@ -65,13 +65,7 @@ def estimate_layers(model: torch.nn.Module, x: Tensor, edge_index: Tensor, edge_
     layers = []
     for idx, (block, h) in enumerate(zip(model.blocks, inputs, strict=True)):
         f = _conv_fn(block, edge_index, edge_attr, x_0)
-        at_input, _ = spectral_norm(f, h, iters=power_iters, generator=gen)
-        best = at_input
-        if steps > 0:
-            lr = 0.05 * float(h.std()) if float(h.std()) > 0 else 0.05
-            lb = maximise_jacobian_norm(f, h.unsqueeze(0), 2, steps=steps, lr=lr, power_iters=3, generator=gen)
-            if math.isfinite(lb.best):
-                best = max(best, lb.best)
+        at_input, best = lower_bound_at(f, h, steps=steps, power_iters=power_iters, generator=gen)
         bound = graph_layer_bound(block.conv, edge_index, n) if block.call == "attention" else math.inf
         layers.append({"layer": idx, "at_input": at_input, "estimate": best, "bound": bound})
 

@@ -11,6 +11,8 @@ gin      ``GINConv(Linear-BN-ReLU-Linear-BN-ReLU)``  (Alon & Yahav's TREES GIN) 
 gat      ``LipGATConv(hidden, c, heads, add_self_loops, dropout=attn_dropout)``       ELU
 gt       ``LipTransformerConv(hidden, c, heads, root_weight, dropout=attn_dropout)``  ELU
 gcnii    ``GCN2Conv(hidden, gcnii_alpha, gcnii_theta, layer=l+1)``, with x_0           ReLU
+pyg_     PyG's stock ``GATConv`` / ``GATv2Conv`` / ``TransformerConv`` (``model.conv``)  ELU
+stack    with ``norm=lip``: ``lipgnn.nn.lipschitz_norm(conv, alpha)``
 =======  ==========================================================================  ==========
 
 ``c = hidden // heads`` for ``head_aggregation=concat`` (width stays ``hidden``), ``c = hidden`` for
@@ -62,12 +64,16 @@ from lipgnn.models.deep import DeepGNN
 from lipgnn.models.nonlocal_mp import NONLOCAL_SOURCES, NonlocalScale
 from lipgnn.models.san import SANBlock
 
-MODEL_NAMES: tuple[str, ...] = ("gcn", "ggnn", "gin", "gat", "gt", "gcnii")
+MODEL_NAMES: tuple[str, ...] = ("gcn", "ggnn", "gin", "gat", "gt", "gcnii", "pyg_stack")
 ATTENTION_MODELS: tuple[str, ...] = ("gat", "gt")
+#: ``model=pyg_stack``: ``model.conv`` -> PyG's stock attention layer of every block.
+PYG_STACK_CONVS: tuple[str, ...] = ("gat", "gatv2", "transformer")
+#: Block models whose scores ``norm=lip`` normalises: the suite's GAT/GT and PyG's stock layers (pyg_stack).
+LIP_MODELS: tuple[str, ...] = (*ATTENTION_MODELS, "pyg_stack")
 #: Guan & He's self-attention GNN (:mod:`lipgnn.models.san`): its own block, norm none | lip only.
 SAN_NAME = "san"
 #: Models with a fused (CSR) implementation (the config validator's ``FUSED_MODELS``, tested equal).
-FUSED_MODELS: tuple[str, ...] = (*ATTENTION_MODELS, SAN_NAME, "gcn", "ggnn", "gin", "gcnii")
+FUSED_MODELS: tuple[str, ...] = ("gat", "gt", SAN_NAME, "gcn", "ggnn", "gin", "gcnii")
 ALL_MODEL_NAMES: tuple[str, ...] = (*MODEL_NAMES, SAN_NAME)
 #: Models whose attention heads nonlocal message passing can scale (``model.nonlocal``).
 NONLOCAL_MODELS: tuple[str, ...] = ("gat", "gt", SAN_NAME)
@@ -87,6 +93,7 @@ _ACTIVATIONS: dict[str, type[nn.Module] | None] = {
     "gin": nn.ReLU,
     "gat": nn.ELU,
     "gt": nn.ELU,
+    "pyg_stack": nn.ELU,
     "gcnii": nn.ReLU,
     "san": nn.ReLU,  # the FFN's activation (the attention sublayer has none)
 }
@@ -313,9 +320,9 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
     placement = _choice(_opt(model_cfg, "layer_norm", "none"), LN_PLACEMENTS, "model.layer_norm")
     act_cls = activation_class(name, _opt(model_cfg, "activation", "default"))
 
-    if norm == "lip" and name not in ATTENTION_MODELS:
+    if norm == "lip" and name not in LIP_MODELS:
         raise ConfigError(
-            f"norm=lip needs an attention model ({', '.join(ATTENTION_MODELS)}); "
+            f"norm=lip needs an attention model ({', '.join(LIP_MODELS)}); "
             f"model={name} has no attention scores to normalize"
         )
     if impl == "fused" and name not in FUSED_MODELS:
@@ -332,7 +339,7 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
     _nonlocal_options(model_cfg, name, aggregation)  # validates before anything is built
 
     # Per-model conv factory: layer index -> (conv, how to call it).
-    if name in ATTENTION_MODELS:
+    if name in LIP_MODELS:
         heads = int(_opt(model_cfg, "heads", 1))
         if heads < 1:
             raise ConfigError(f"model.heads={heads} is invalid; use at least one attention head")
@@ -356,6 +363,9 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
             act_cls = FusedELU
 
         def make_conv(layer: int) -> tuple[nn.Module, str]:
+            if name == "pyg_stack":
+                return _pyg_stack_conv(model_cfg, norm_cfg, norm, hidden, channels, heads, concat, attn_dropout,
+                                       edge_dim, requested_impl, device), "attention"
             if name == "gat":
                 conv = gat_cls(hidden, channels, heads=heads, concat=concat, dropout=attn_dropout,
                                add_self_loops=True, edge_dim=edge_dim, **lip_kwargs)
@@ -440,10 +450,36 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
         input_dropout=dropout if gcnii else 0.0,
         head_dropout=dropout if gcnii else 0.0,
         dropout_fn=fused_dropout() if gcnii and impl == "fused" else F.dropout,
-        uses_edge_attr=edge_dim is not None and name in ATTENTION_MODELS,
+        uses_edge_attr=edge_dim is not None and name in LIP_MODELS,
         model_name=name,
         norm_name=norm,
     )
+
+
+def _pyg_stack_conv(model_cfg: Any, norm_cfg: Any, norm: str, hidden: int, channels: int, heads: int, concat: bool,
+                    attn_dropout: float, edge_dim: int | None, requested_impl: str,
+                    device: torch.device | str | None) -> nn.Module:
+    """``model=pyg_stack``'s conv: PyG's stock ``GATConv`` / ``GATv2Conv`` / ``TransformerConv`` (``model.conv``),
+    with ``norm=lip`` passed through :func:`lipgnn.nn.lipschitz_norm` (its fused CPU twin where one exists and
+    ``model.impl`` is not ``pyg``)."""
+    from torch_geometric.nn import GATConv, GATv2Conv, TransformerConv
+
+    from lipgnn.nn.wrap import lipschitz_norm
+
+    kind = _choice(_opt(model_cfg, "conv", "gat"), PYG_STACK_CONVS, "model.conv")
+    common = {"heads": heads, "concat": concat, "dropout": attn_dropout, "edge_dim": edge_dim}
+    if kind == "gat":
+        conv: nn.Module = GATConv(hidden, channels, add_self_loops=True, **common)
+    elif kind == "gatv2":
+        conv = GATv2Conv(hidden, channels, add_self_loops=True, **common)
+    else:
+        conv = TransformerConv(hidden, channels, root_weight=True, **common)
+    if norm != "lip":
+        return conv
+    on_cpu = device is None or torch.device(device).type == "cpu"
+    impl = "pyg" if requested_impl == "pyg" or not on_cpu else ("fused" if requested_impl == "fused" else "auto")
+    formula = _choice(_opt(norm_cfg, "formula", "paper"), LIP_VARIANTS, "norm.formula")
+    return lipschitz_norm(conv, float(_opt(norm_cfg, "alpha", 1.0)), variant=formula, impl=impl)
 
 
 def _build_san(model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,

@@ -17,17 +17,20 @@ from torch import Tensor, nn
 
 
 def attention_parameters(layer: nn.Module) -> list[Tensor]:
-    """The parameters that produce the attention scores of ``layer`` (GAT-like or Transformer-like).
+    r"""The parameters that produce the attention scores of ``layer`` (GAT-like, GATv2-like (its vector
+    :math:`\mathbf{a}`) or Transformer-like).
 
     Recognised by attribute name, so any layer keeping PyG's parameter names (e.g. a fused
     implementation with the same state dict) works.
     """
     if hasattr(layer, "att_src"):
         candidates = [layer.att_src, getattr(layer, "att_dst", None), getattr(layer, "att_edge", None)]
+    elif isinstance(getattr(layer, "att", None), Tensor):  # GATv2: a^T LeakyReLU(W_r x_i + W_l x_j)
+        candidates = [layer.att]
     elif hasattr(layer, "lin_query") and hasattr(layer, "lin_key"):
         candidates = [layer.lin_query.weight, layer.lin_query.bias, layer.lin_key.weight, layer.lin_key.bias]
     else:
-        raise TypeError(f"{type(layer).__name__} has no attention parameters (att_src or lin_query/lin_key)")
+        raise TypeError(f"{type(layer).__name__} has no attention parameters (att_src, att or lin_query/lin_key)")
     return [p for p in candidates if isinstance(p, Tensor)]
 
 

@@ -1,6 +1,7 @@
 """Attention layers with LipschitzNorm and the normalisation maths (paper §5, eq. 17 and 19).
 
-``LipGATConv`` / ``LipTransformerConv`` extend PyG's message-passing layers; ``FusedLipGATConv`` /
+``LipGATConv`` / ``LipTransformerConv`` / ``LipGATv2Conv`` extend PyG's message-passing layers
+(:func:`lipschitz_norm` applies them to a layer already built); ``FusedLipGATConv`` /
 ``FusedLipTransformerConv`` (:mod:`lipgnn.nn.fused`) are the same layers on a CSR fast path, imported
 on first use (they compile CPU loops with numba).
 """
@@ -9,6 +10,7 @@ from typing import Any
 
 from lipgnn.nn.l2_attention import DotProductMultiheadAttention, L2MultiheadAttention
 from lipgnn.nn.lip_gat_conv import LipGATConv
+from lipgnn.nn.lip_gatv2_conv import LipGATv2Conv
 from lipgnn.nn.lip_transformer_conv import LipTransformerConv
 from lipgnn.nn.lipschitz import (
     EPS,
@@ -17,6 +19,7 @@ from lipgnn.nn.lipschitz import (
     check_variant,
     eq19_denominator,
     gat_lipschitz_denominator,
+    gatv2_lipschitz_denominator,
     neighbour_max,
     query_sq_norm_per_head,
     safe_norm,
@@ -24,6 +27,7 @@ from lipgnn.nn.lipschitz import (
     sq_norm,
     transformer_lipschitz_denominator,
 )
+from lipgnn.nn.wrap import lipschitz_norm
 
 _FUSED = ("FusedLipGATConv", "FusedLipTransformerConv")
 
@@ -45,10 +49,13 @@ __all__ = [
     "FusedLipGATConv",
     "FusedLipTransformerConv",
     "LipGATConv",
+    "LipGATv2Conv",
     "LipTransformerConv",
     "check_variant",
     "eq19_denominator",
     "gat_lipschitz_denominator",
+    "gatv2_lipschitz_denominator",
+    "lipschitz_norm",
     "neighbour_max",
     "query_sq_norm_per_head",
     "safe_norm",

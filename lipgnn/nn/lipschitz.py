@@ -182,6 +182,52 @@ def gat_lipschitz_denominator(
     return REFERENCE_GAT_FACTOR * query_norm * safe_sqrt(per_edge, eps) + eps
 
 
+def gatv2_lipschitz_denominator(
+    x_i: Tensor,
+    x_j: Tensor,
+    att: Tensor,
+    index: Tensor,
+    num_nodes: int | None = None,
+    *,
+    edge_proj: Tensor | None = None,
+    eps: float = EPS,
+) -> Tensor:
+    r"""Per-edge, per-head LipschitzNorm denominator of GATv2 scores (docs/reference.md, "LipschitzNorm for
+    GATv2"; the paper's eq. 15 for a Lipschitz score function).
+
+    GATv2's score of edge :math:`j \to i` is :math:`\tilde g_{ij} = \mathbf{a}^\top
+    \mathrm{LeakyReLU}(\mathbf{W}_r x_i + \mathbf{W}_l x_j\,(+\,\mathbf{W}_e e_{ij}))`, a function of the
+    column :math:`X_{ij} = [\mathbf{W}_r x_i \,\|\, \mathbf{W}_l x_j \,(\|\, \mathbf{W}_e e_{ij})]` that is
+    Lipschitz with constant :math:`\sqrt{k}\,\|\mathbf{a}\|` (:math:`k` = 2 parts, 3 with edge features)
+    and bounded by the same constant times :math:`\|X_{ij}\|`. Eq. 15 then reduces to
+
+    .. math::
+        c_i = \sqrt{k}\,\|\mathbf{a}_h\| \max_{j \in \mathcal{N}(i)} \sqrt{\|\mathbf{W}_r x_i\|^2
+        + \|\mathbf{W}_l x_j\|^2 \,(+\, \|\mathbf{W}_e e_{ij}\|^2)}.
+
+    Args:
+        x_i, x_j: ``[E, H, C]`` target (``lin_r``) and source (``lin_l``) projections per edge.
+        att: ``[1, H, C]`` attention vector :math:`\mathbf{a}`.
+        index: ``[E]`` target of each edge.
+        num_nodes: number of targets (default: ``index.max() + 1``).
+        edge_proj: optional ``[E, H, C]`` projected edge features :math:`\mathbf{W}_e e_{ij}`.
+
+    Returns:
+        ``[E, H]`` denominators (``>= eps``); :math:`|\tilde g_{ij}| \le c_i`, so
+        :math:`\alpha \tilde g_{ij} / c_i \in [-\alpha, \alpha]`.
+    """
+    if num_nodes is None:
+        num_nodes = int(index.max()) + 1 if index.numel() else 0
+    per_edge = sq_norm(x_i) + sq_norm(x_j)  # [E, H]
+    parts = 2
+    if edge_proj is not None:
+        per_edge = per_edge + sq_norm(edge_proj)
+        parts = 3
+    column_sq = neighbour_max(per_edge, index, num_nodes)[index]  # [E, H]: max_j ||X_ij||^2
+    query_norm = safe_sqrt(query_sq_norm_per_head(att), eps)  # [H]
+    return (parts ** 0.5) * query_norm * safe_sqrt(column_sq, eps) + eps
+
+
 def transformer_lipschitz_denominator(
     query: Tensor,
     key: Tensor,

@@ -27,7 +27,7 @@ import pandas as pd
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
-from lipgnn.identity import get_dotted
+from lipgnn.identity import NEUTRAL, NON_IDENTITY_KEYS, get_dotted
 from lipgnn.results.records import IGNORED_CONFIG_KEYS
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -42,6 +42,9 @@ class Sweep:
     name: str
     epochs: float
     points: tuple[dict[str, Any], ...]
+    # keys every point carries because the experiment or sweep file fixes them (not swept): a record that lacks
+    # one (written before the key existed) is not checked on it
+    fixed: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,31 @@ def _group_choice(conf_dir: Path, group: str, choice: str) -> dict[str, Any]:
         return {f"{group}.name": cfg["name"]} if "name" in cfg else {}
     flat = _flatten(cfg)
     out.update({k: v for k, v in flat.items() if k not in IGNORED_CONFIG_KEYS and not k.startswith("hydra")})
+    return out
+
+
+_PER_JOB = object()  # a value each job resolves for itself (an interpolation): not checked
+
+
+@cache
+def _fixed_values(path: Path) -> dict[str, Any]:
+    """The record-config keys a global config file (an experiment or a sweep file) sets for every job, as
+    values: not its defaults list, Hydra's settings, interpolations (resolved per job) or keys that say where
+    and how a run executes."""
+    if not path.exists():
+        return {}
+    cfg = OmegaConf.load(path)
+    out: dict[str, Any] = {}
+    for key, value in _flatten(OmegaConf.to_container(cfg, resolve=False)).items():
+        top = key.split(".")[0]
+        if (top in ("defaults", "hydra", "experiment_name") or key in IGNORED_CONFIG_KEYS
+                or any(key == k or key.startswith(f"{k}.") for k in NON_IDENTITY_KEYS)):
+            continue
+        if isinstance(value, str) and "${" in value:
+            out[key] = _PER_JOB  # a sweep file's interpolation replaces the experiment's value
+            continue
+        if isinstance(value, (bool, int, float, str)):
+            out[key] = value
     return out
 
 
@@ -161,8 +189,14 @@ def _declared_grid(experiment: str, budget: str, conf_dir: Path) -> DeclaredGrid
             epochs = math.nan
         if epochs is None:
             epochs = _default_epochs(conf_dir, experiment)
+        # Every job of the sweep has the values its experiment file and its sweep file set outside the swept
+        # axes (the epoch budget among them): a record without them is not a job of this sweep.
+        fixed = {**_fixed_values(conf_dir / "experiment" / f"{experiment}.yaml"), **_fixed_values(path)}
+        fixed = {k: v for k, v in fixed.items() if v is not _PER_JOB}
+        points = _expand(conf_dir, OmegaConf.to_container(params))
         sweeps.append(Sweep(path.stem, float(epochs) if epochs is not None else math.nan,
-                            tuple(_expand(conf_dir, OmegaConf.to_container(params)))))
+                            tuple({**fixed, **point} for point in points),
+                            frozenset(fixed) - {k for point in points for k in point}))
     return DeclaredGrid(experiment, budget, tuple(sweeps)) if sweeps else None
 
 
@@ -180,13 +214,21 @@ def _same(value: Any, expected: Any) -> bool:
     return str(value) == str(expected)
 
 
-def matches(cfg: Mapping[str, Any], point: Mapping[str, Any]) -> bool:
-    """Does a record's config have every value a declared point asks for? (A key the run lacks counts as
-    its default: False for booleans, else a mismatch.)"""
+def matches(cfg: Mapping[str, Any], point: Mapping[str, Any], skip: tuple[str, ...] = (),
+            if_present: frozenset[str] = frozenset()) -> bool:
+    """Does a record's config have every value a declared point asks for (but the keys in ``skip``)? (A key the
+    run lacks is not checked when it is in ``if_present``, else counts as its default: False for booleans, its
+    neutral value for a key added later, else a mismatch.)"""
     for key, expected in point.items():
+        if key in skip:
+            continue
         value = get_dotted(cfg, key)
+        if value is None and key in if_present:
+            continue
         if value is None and isinstance(expected, bool):
             value = False
+        if value is None and key in NEUTRAL:  # a key added after the record was written, at its neutral value
+            value = NEUTRAL[key]
         if not _same(value, expected):
             return False
     return True
@@ -204,21 +246,39 @@ class GridCheck:
 def check_grid(df: pd.DataFrame, conf_dir: Path | None = None) -> GridCheck:
     """Place every record of ``df`` in its experiment's declared grid (at the record's budget).
 
-    An experiment without any grid file for a budget declares nothing: its records all count as inside.
+    A record is a job of a sweep when it has every value a point of the sweep asks for (its swept values and
+    the values the experiment and sweep files fix). The epoch budget is the one value a record may lack and
+    still count: a record with other epochs stands for its point only while no record of that point has the
+    declared epochs (a sweep launched with fewer epochs is judged "under budget"); beside a record with the
+    declared epochs it is a stray, outside the grid, never a candidate. ``declared_epochs`` is the smallest budget
+    of the sweeps a record belongs to. An experiment without any grid file for a budget declares nothing: its
+    records all count as inside.
     """
-    in_grid, epochs, grids = [], [], {}
+    epochs: list[float] = []
+    hits: list[list[tuple[str, int, bool]] | None] = []   # per record: (sweep, point, has the sweep's epochs)
+    grids: dict[str, DeclaredGrid | None] = {}
     for cfg, experiment, budget in zip(df["config"], df["experiment"], df["budget"], strict=True):
         key = f"{experiment}_{budget}"
         if key not in grids:
             grids[key] = declared_grid(str(experiment), str(budget), conf_dir)
         grid = grids[key]
         if grid is None:
-            in_grid.append(True)
+            hits.append(None)
             epochs.append(math.nan)
             continue
-        budgets = [s.epochs for s in grid.sweeps if any(matches(cfg, p) for p in s.points)]
-        in_grid.append(bool(budgets))
+        mine = []
+        for sweep in grid.sweeps:
+            index = next((i for i, p in enumerate(sweep.points)
+                          if matches(cfg, p, skip=("train.epochs",), if_present=sweep.fixed)), None)
+            if index is not None:
+                full = math.isnan(sweep.epochs) or _same(get_dotted(cfg, "train.epochs"), sweep.epochs)
+                mine.append((f"{key}/{sweep.name}", index, full))
+        hits.append(mine)
+        budgets = [s.epochs for s in grid.sweeps if any(f"{key}/{s.name}" == h[0] for h in mine)]
         epochs.append(min(budgets) if budgets else math.nan)
+    at_budget = {(name, index) for mine in hits if mine for name, index, full in mine if full}
+    in_grid = [True if mine is None else any(full or (name, index) not in at_budget for name, index, full in mine)
+               for mine in hits]
     return GridCheck(pd.Series(in_grid, index=df.index, dtype=bool),
                      pd.Series(epochs, index=df.index, dtype=float), grids)
 

@@ -239,6 +239,10 @@ class Protocol:
 
 
 def protocol_of(df: pd.DataFrame, spec: TableSpec) -> Protocol:
+    """The caption's account of the records behind the table: those of the declared grid only (a record outside
+    it is never a candidate, so it is not counted either; the report lists it)."""
+    if "in_grid" in df:
+        df = df[df["in_grid"].astype(bool)]
     proto = Protocol(spec.experiment, len(df), selects_depth=spec.show_depth)
     if df.empty:
         return proto

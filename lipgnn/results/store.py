@@ -41,8 +41,8 @@ STATUSES = ("completed", "diverged", "failed")
 
 # The schema lives in records.py (typed loading); re-exported here, where records are read and written.
 __all__ = ["COLUMNS", "RECORD_COLUMNS", "SCHEMA_VERSION", "STATUSES", "config_key", "load_records", "read_record",
-           "checkpoint_file", "record_paths", "record_text", "run_record_path", "variant_label",
-           "write_failure_record", "write_record"]
+           "checkpoint_file", "lock_file", "quarantine_dir", "record_paths", "record_text", "run_record_path",
+           "variant_label", "write_failure_record", "write_record"]
 
 
 def run_record_path(results_dir: str | os.PathLike, experiment: str, run_id: str) -> Path:
@@ -56,8 +56,19 @@ def run_record_path(results_dir: str | os.PathLike, experiment: str, run_id: str
 
 
 def checkpoint_file(results_dir: str | os.PathLike, experiment: str, run_id: str) -> Path:
-    """``results_dir/checkpoints/<experiment>/<run_id>/checkpoint.pt``: where an unfinished run keeps its state."""
-    return Path(results_dir) / "checkpoints" / str(experiment) / run_id / "checkpoint.pt"
+    """``results_dir/checkpoints/<experiment>/<run_id>/checkpoint.ckpt``: where an unfinished run keeps its state
+    (:mod:`lipgnn.train.checkpoint`)."""
+    return Path(results_dir) / "checkpoints" / str(experiment) / run_id / "checkpoint.ckpt"
+
+
+def lock_file(results_dir: str | os.PathLike, experiment: str, run_id: str) -> Path:
+    """``results_dir/locks/<experiment>/<run_id>.lock``: held by the one process training the run."""
+    return Path(results_dir) / "locks" / str(experiment) / f"{run_id}.lock"
+
+
+def quarantine_dir(results_dir: str | os.PathLike, experiment: str) -> Path:
+    """``results_dir/quarantine/<experiment>/``: where invalid checkpoints are moved aside, never deleted."""
+    return Path(results_dir) / "quarantine" / str(experiment)
 
 
 def write_record(results_dir: str | os.PathLike, record: dict) -> Path:
@@ -83,7 +94,15 @@ def record_text(record: dict) -> str:
 
 
 def write_failure_record(results_dir: str | os.PathLike, record: dict, error: str | BaseException) -> Path:
-    """``write_record`` with ``status="failed"`` and ``error`` set (one line; exceptions as ``Type: msg``)."""
+    """``write_record`` with ``status="failed"`` and ``error`` set (one line; exceptions as ``Type: msg``).
+
+    A failure never replaces a finished (completed or diverged) record of the same run: a run that failed
+    after another process finished it leaves that record as it is."""
+    path = run_record_path(results_dir, record["experiment"], record["run_id"])
+    if path.exists() and (read_record(path) or {}).get("status") in ("completed", "diverged"):
+        log.warning("%s: not recording its failure (%s): a finished record exists at %s", record["run_id"],
+                    error, path)
+        return path
     if isinstance(error, BaseException):
         error = f"{type(error).__name__}: {error}"
     failed = {"history": {}, "best": {}, "last": {}, **record}

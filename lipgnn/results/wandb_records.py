@@ -96,7 +96,7 @@ def pull_records(project: str, results_dir: str | Path, experiment: str | None =
             if experiment is not None and record["experiment"] != experiment:
                 counts["other experiment"] += 1
                 continue
-            if experiment is None and record["experiment"] == AD_HOC_EXPERIMENT:  # kept out of results/ (README)
+            if experiment is None and record["experiment"] == AD_HOC_EXPERIMENT:  # kept out of results/ (docs/usage.md)
                 counts["ad-hoc run"] += 1
                 continue
             key = (str(record["experiment"]), str(record["run_id"]))

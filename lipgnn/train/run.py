@@ -8,22 +8,26 @@ other exception leaves a failure record (``<run_id>.failed.json``) so a sweep sh
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import time
 import traceback
+import uuid
 from pathlib import Path
 from typing import Any
 
 import torch
+from filelock import FileLock, Timeout
 from omegaconf import DictConfig, OmegaConf
 from torch_geometric import seed_everything
 
 from lipgnn.config import resolve_threads, validate
-from lipgnn.errors import ConfigError, LipgnnError, RunInterrupted
+from lipgnn.errors import ConfigError, LipgnnError, RecordNotWritten, RunInProgress, RunInterrupted
 from lipgnn.identity import identity_config
 from lipgnn.identity import run_id as run_id_for
 from lipgnn.provenance import loaded_commit, versions
-from lipgnn.train.checkpoint import load_checkpoint
+from lipgnn.train import pending
+from lipgnn.train.checkpoint import InvalidCheckpoint, load_checkpoint, read_header
 
 log = logging.getLogger("lipgnn")
 
@@ -54,17 +58,40 @@ def _check_writable(cfg: DictConfig) -> None:
                           "choose a writable folder with results_dir=<path>")
 
 
-def _prepare_checkpoint(cfg: DictConfig, run_id: str, ckpt_path: Path) -> float:
-    """Start fresh (overwrite=true or resume=false: the checkpoint is deleted) or check that the checkpoint
-    may be resumed; returns the wall time its earlier segments took."""
+def _quarantine(cfg: DictConfig, run_id: str, ckpt_path: Path, why: str) -> dict[str, str]:
+    """Move an invalid checkpoint aside (never delete it) and say so in one line; returns the record's note."""
+    from lipgnn.results.store import quarantine_dir
+
+    folder = quarantine_dir(str(cfg.results_dir), str(cfg.experiment_name))
+    target = folder / f"{run_id}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}.ckpt"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        os.replace(ckpt_path, target)
+    except OSError as exc:
+        raise ConfigError(f"{why}; it could not be moved aside ({exc.strerror or exc}): remove {ckpt_path} "
+                          "and rerun") from None
+    print(f"{run_id}: {why}; moved it to {target} and starting from epoch 0", flush=True)
+    return {"path": str(target), "reason": why}
+
+
+def _prepare_checkpoint(cfg: DictConfig, run_id: str, ckpt_path: Path) -> tuple[float, dict[str, str] | None]:
+    """Start fresh (overwrite=true or resume=false: the checkpoint is deleted), move an invalid checkpoint aside,
+    or check that the checkpoint may be resumed. Returns the wall time its earlier segments took and, when a
+    checkpoint was moved aside, where to and why (recorded in the run's record)."""
     if not ckpt_path.exists():
-        return 0.0
+        return 0.0, None
     if cfg.overwrite or not cfg.resume:
         why = "overwrite=true" if cfg.overwrite else "resume=false"
         print(f"{run_id}: {why}: deleting its checkpoint and starting from epoch 0", flush=True)
         shutil.rmtree(ckpt_path.parent, ignore_errors=True)
-        return 0.0
-    meta = load_checkpoint(ckpt_path, torch.device("cpu")) or {}
+        return 0.0, None
+    try:
+        meta = read_header(ckpt_path) or {}
+        # The whole state, as the trainer will load it: a truncated or planted file is caught here, before
+        # anything runs, and never unpickled beyond torch's tensors-and-plain-types loader.
+        load_checkpoint(ckpt_path, torch.device("cpu"))
+    except InvalidCheckpoint as exc:
+        return 0.0, _quarantine(cfg, run_id, ckpt_path, str(exc))
     written_by, here = meta.get("git_commit", "unknown"), loaded_commit()
     if written_by != here and not cfg.allow_code_change:
         raise ConfigError(
@@ -73,34 +100,67 @@ def _prepare_checkpoint(cfg: DictConfig, run_id: str, ckpt_path: Path) -> float:
     note = "" if written_by == here else f"; this code is {here} (allow_code_change=true)"
     print(f"{run_id}: resuming from epoch {meta.get('epoch')} (checkpoint written by commit {written_by}{note})",
           flush=True)
-    return float(meta.get("wall_time_s") or 0.0)
+    return float(meta.get("wall_time_s") or 0.0), None
 
 
 def run(cfg: DictConfig, *, progress: bool | None = None, parallel_jobs: int = 1) -> dict[str, Any]:
     """Train one configuration and write its record; return the record (or the existing one if skipped).
 
-    ``parallel_jobs`` (the local launcher's n_jobs) sizes ``train.num_threads=auto``.
+    ``parallel_jobs`` (the local launcher's n_jobs) sizes ``train.num_threads=auto``. One process at a time
+    trains a run id (a lock beside the records); a second launch of the same run says so and stops.
     """
-    from lipgnn.results.store import read_record, run_record_path, write_failure_record, write_record
+    from lipgnn.results.store import lock_file, run_record_path
 
     validate(cfg)
     run_id = run_id_for(cfg)
     record_path = run_record_path(cfg.results_dir, str(cfg.experiment_name), run_id)
-    ckpt_path = checkpoint_path(cfg, run_id)
-    # A finished run (completed or diverged) is never redone; a failed one is retried.
-    existing = read_record(record_path) if record_path.exists() else None
-    if existing is not None and existing.get("status") in FINISHED and not cfg.overwrite:
-        log.info("skipped %s: record exists at %s (overwrite=true reruns it)", run_id, record_path)
-        return {**existing, "skipped": True}
+    existing = _finished(record_path)
+    if existing is not None and not cfg.overwrite:
+        return existing
     _check_writable(cfg)
-    earlier = _prepare_checkpoint(cfg, run_id, ckpt_path)
+    lock = FileLock(lock_file(str(cfg.results_dir), str(cfg.experiment_name), run_id), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise RunInProgress(f"{run_id} is being trained by another process (lock {lock.lock_file}); it will "
+                            "write the record itself: wait for it, then rerun to skip or resume") from None
+    try:
+        # Another process may have finished the run while this one composed its config.
+        existing = _finished(record_path)
+        if existing is not None and not cfg.overwrite:
+            return existing
+        kept = pending.take(cfg, run_id)
+        if kept is not None and not cfg.overwrite:
+            return _write(cfg, kept, checkpoint_path(cfg, run_id), kept_from=kept.pop("_kept_at"))
+        return _run_locked(cfg, run_id, progress, parallel_jobs)
+    finally:
+        lock.release()
 
+
+def _finished(record_path: Path) -> dict[str, Any] | None:
+    """The existing record if the run finished (completed or diverged: never redone); a failed one is retried."""
+    from lipgnn.results.store import read_record
+
+    existing = read_record(record_path) if record_path.exists() else None
+    if existing is not None and existing.get("status") in FINISHED:
+        log.info("skipped %s: record exists at %s (overwrite=true reruns it)", existing["run_id"], record_path)
+        return {**existing, "skipped": True}
+    return None
+
+
+def _run_locked(cfg: DictConfig, run_id: str, progress: bool | None, parallel_jobs: int) -> dict[str, Any]:
+    from lipgnn.results.store import write_failure_record
+
+    ckpt_path = checkpoint_path(cfg, run_id)
+    earlier, discarded = _prepare_checkpoint(cfg, run_id, ckpt_path)
     threads = resolve_threads(cfg.train.num_threads, parallel_jobs)
     base = {
         "schema": RECORD_SCHEMA, "run_id": run_id, "experiment": str(cfg.experiment_name),
         "config": OmegaConf.to_container(cfg, resolve=True), "seed": int(cfg.seed),
         "versions": versions(), "git_commit": loaded_commit(), "num_threads": threads,
     }
+    if discarded is not None:
+        base["checkpoint_discarded"] = discarded
     base["config"].pop("hydra", None)
     started = time.time() - earlier
     try:
@@ -112,17 +172,39 @@ def run(cfg: DictConfig, *, progress: bool | None = None, parallel_jobs: int = 1
     except Exception as exc:
         failure = {**base, "traceback": traceback.format_exc(limit=20),
                    "wall_time_s": round(time.time() - started, 3)}
-        write_failure_record(cfg.results_dir, failure, exc)
+        try:
+            write_failure_record(cfg.results_dir, failure, exc)
+        except OSError as write_error:
+            log.error("%s: its failure record could not be written either (%s)", run_id, write_error)
         raise
-    write_record(cfg.results_dir, record)
+    return _write(cfg, record, ckpt_path)
+
+
+def _write(cfg: DictConfig, record: dict[str, Any], ckpt_path: Path, kept_from: str | None = None) -> dict[str, Any]:
+    """Write the finished run's record, then drop its checkpoint. If the record cannot be written (a full disk,
+    a vanished folder), the trained result is kept where a rerun finds it (:mod:`lipgnn.train.pending`) and the
+    run ends with one line naming both places."""
+    from lipgnn.results.store import write_record
+
+    try:
+        path = write_record(cfg.results_dir, record)
+    except OSError as exc:
+        raise RecordNotWritten(pending.keep(cfg, record, exc)) from None
+    if kept_from is not None:
+        pending.drop(kept_from)
+        print(f"{record['run_id']}: wrote the record kept at {kept_from} (it could not be written when the run "
+              "finished); nothing was retrained", flush=True)
     shutil.rmtree(ckpt_path.parent, ignore_errors=True)
-    _print_summary(record, record_path)
+    _print_summary(record, path)
     return record
 
 
 def _interrupted_message(cfg: DictConfig, run_id: str, ckpt_path: Path) -> str:
     if ckpt_path.exists():
-        epoch = (load_checkpoint(ckpt_path, torch.device("cpu")) or {}).get("epoch")
+        try:
+            epoch = (read_header(ckpt_path) or {}).get("epoch")
+        except InvalidCheckpoint as exc:
+            return f"interrupted: {run_id}: {exc}; rerunning moves it aside and starts fresh"
         return (f"interrupted: {run_id} is checkpointed at epoch {epoch}; run the same command again to resume "
                 "from there (resume=false starts fresh)")
     return (f"interrupted: {run_id} was not checkpointed (train.checkpoint_every=0), so nothing is kept; "
@@ -176,7 +258,8 @@ def _train(cfg: DictConfig, run_id: str, ckpt_path: Path, progress: bool | None,
     )
     from lipgnn.diagnostics.probe import fit_traced
 
-    result, diagnostics = fit_traced(trainer, model, task, energy=bool(cfg.log.get("energy", False)))
+    result, diagnostics = fit_traced(trainer, model, task, energy=bool(cfg.log.get("energy", False)),
+                                     diagnose=bool(cfg.log.get("diagnose", False)))
     record = {
         **base, **diagnostics, "status": result.status, "metric": task.metric, "history": result.history,
         "best": result.best, "last": result.last, "epochs_run": result.epochs_run,

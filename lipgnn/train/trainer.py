@@ -130,6 +130,9 @@ class Trainer:
         self.desc = desc
         self.checkpoint_extra = checkpoint_extra
         self.graphed: GraphedStep | None = None  # train.cuda_graphs: set up by fit()
+        # Plain values a caller computed before the first epoch (e.g. energies at initialisation): saved with
+        # every checkpoint and restored on resume, so a resumed run records the same ones.
+        self.carry: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ the loop
     def fit(self, model: torch.nn.Module, task: Any) -> FitResult:
@@ -152,7 +155,7 @@ class Trainer:
                 raise ValueError("train.train_metric=online measures accuracy; it needs a single-label task")
             state.history["train_online"] = []
         track_train = online or bool(cfg.get("stop_at_train", 0)) or bool(cfg.get("train_patience", 0))
-        resumed_from = self._maybe_resume(model, optimizer, scheduler, shuffle, state)
+        resumed_from = self._maybe_resume(model, optimizer, scheduler, shuffle, state, task)
         self.graphed = None
         if graphs:  # after the resume: a checkpoint from an eager run holds the rate as a float
             lr_in_tensor(optimizer, self.device)
@@ -353,12 +356,12 @@ class Trainer:
             "best_train": state.best_train, "train_stale": state.train_stale, "online": state.online,
             "model": model.state_dict(), "optimizer": optimizer.state_dict(),
             "scheduler": scheduler.state_dict() if scheduler is not None else None,
-            "rng": rng_state(shuffle), "saved_at": time.time(),
+            "rng": rng_state(shuffle), "saved_at": time.time(), "carry": self.carry,
             **(self.checkpoint_extra() if self.checkpoint_extra is not None else {}),
         })
 
     def _maybe_resume(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
-                      shuffle: torch.Generator, state: _State) -> int | None:
+                      shuffle: torch.Generator, state: _State, task: Any) -> int | None:
         if not self.checkpoint_path:
             return None
         payload = load_checkpoint(self.checkpoint_path, self.device)
@@ -374,4 +377,23 @@ class Trainer:
         state.best_train = payload.get("best_train", {})
         state.train_stale = payload.get("train_stale", 0)
         state.online = payload.get("online", [0, 0])
+        self.carry = dict(payload.get("carry") or {})
+        _as_after_epochs(model, task)
         return int(payload["epoch"])
+
+
+def _as_after_epochs(model: torch.nn.Module, task: Any) -> None:
+    """Put the model's per-input caches where the epochs before a checkpoint left them. The CSR input encoder
+    (:class:`~lipgnn.nn.fused.sparse_input.SparseInputLinear`) multiplies a feature tensor densely the first time it
+    sees it; after resuming, its first step must take the CSR product, as the uninterrupted run's did."""
+    from lipgnn.nn.fused.sparse_input import SparseInputLinear
+
+    encoders = [m for m in model.modules() if isinstance(m, SparseInputLinear)]
+    if not encoders:
+        return
+    batch = next(iter(task.eval_batches()), None)
+    features = getattr(batch, "x", None)
+    if features is None:
+        return
+    for encoder in encoders:
+        encoder.seen(features)

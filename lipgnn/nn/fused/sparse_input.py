@@ -116,6 +116,14 @@ class SparseInputLinear(nn.Linear):
         self.used_csr = True
         return _CSRLinear.apply(csr_dropout(x_csr, p), self.weight, self.bias)
 
+    def seen(self, x: Tensor) -> None:
+        """Count ``x`` as seen once, as a process that ran the epochs before a checkpoint has: a resumed run then
+        takes the CSR product from its first step, as the uninterrupted run does from its second forward, and
+        the two stay bit-identical (the dense and CSR products round differently)."""
+        seen = self._seen
+        if seen is None or seen[0]() is not x or seen[1] != x._version:
+            self._seen = (weakref.ref(x), x._version, None, False)
+
     def _csr(self, x: Tensor) -> Tensor | None:
         if (x.requires_grad or x.dim() != 2 or x.layout != torch.strided
                 or not kernels.available(x, self.weight)):
