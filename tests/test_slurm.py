@@ -23,13 +23,15 @@ from pathlib import Path
 import pytest
 from conftest import DATA_ROOT, ROOT, TINY_TREES, files_under, run_cli
 
+from lipgnn.results.store import checkpoint_file
+
 SCRIPT = ROOT / "scripts" / "slurm_local.sh"
+CHECKPOINT = checkpoint_file(".", "experiment", "run").name  # the checkpoint's file name in a run's folder
 LAUNCHER = ["hydra/launcher=slurm_cpu", "hydra.launcher.mem_gb=1"]
 # Record fields that legitimately differ between two runs of one configuration.
 RUN_TIMING = ("wall_time_s", "resumed_from")
-# About 20 s of training on one core (80 epochs x 0.25 s), checkpointed every 5 epochs. PyG's layers: a
-# resumed fused run is not yet bit-identical to an uninterrupted one.
-RESUMABLE = ["dataset=cora", "model=gat", "model.impl=pyg", "depth=4", "model.hidden=256", "train.epochs=80",
+# About 20 s of training on one core (200 epochs x 0.1 s), checkpointed every 5 epochs.
+RESUMABLE = ["dataset=cora", "model=gat", "depth=4", "model.hidden=256", "train.epochs=200",
              "train.checkpoint_every=5", "train.num_threads=1", "log.progress=false", "results_dir=res",
              "experiment_name=resume"]
 
@@ -309,7 +311,7 @@ def test_a_preempted_job_is_requeued_and_resumes(cluster, sweeps, uninterrupted,
     preempted: list[str] = []
 
     def preempt_after_a_checkpoint() -> None:
-        if not preempted and list(checkpoint.glob("*/checkpoint.pt")):
+        if not preempted and list(checkpoint.glob(f"*/{CHECKPOINT}")):
             (job,) = sweep.jobs()
             assert _slurm(cluster, "scontrol", "requeue", job).returncode == 0
             preempted.append(job)
@@ -328,15 +330,15 @@ def test_a_cancelled_job_is_missing_and_a_relaunch_runs_only_it(cluster, sweeps,
     from lipgnn.cli import main
 
     # A declared experiment (fig2), so that sweep-status knows the grid; made small from the command line.
-    grid = ["budget=cpu", "variant=gat", "seed=0,1", "depth=4", "model.hidden=256", "model.impl=pyg",
-            "train.epochs=30", "train.checkpoint_every=5", "train.num_threads=1", "log.grad_norms=false"]
+    grid = ["budget=cpu", "variant=gat", "seed=0,1", "depth=4", "model.hidden=256", "train.epochs=80",
+            "train.checkpoint_every=5", "train.num_threads=1", "log.grad_norms=false"]
     args = ["experiment=fig2", *grid, "log.progress=false", "results_dir=res"]
     sweep = sweeps(tmp_path, args, cluster, "fig2")
     checkpoints = tmp_path / "res" / "checkpoints" / "fig2"
     cancelled: list[str] = []
 
     def cancel_seed_1_after_a_checkpoint() -> None:
-        if not cancelled and list(checkpoints.glob("*-s1-*/checkpoint.pt")):
+        if not cancelled and list(checkpoints.glob(f"*-s1-*/{CHECKPOINT}")):
             job = sweep.jobs()[1]  # the array follows the sweep's order: seed 0, seed 1
             assert _slurm(cluster, "scancel", job).returncode == 0
             cancelled.append(job)
@@ -349,7 +351,7 @@ def test_a_cancelled_job_is_missing_and_a_relaunch_runs_only_it(cluster, sweeps,
 
     assert main(["sweep-status", "fig2", *grid, "--results-dir", str(tmp_path / "res")]) == 0
     status = capsys.readouterr().out
-    match = re.search(r"missing +(\S+-s1-\S+) +\(checkpoint: epoch (\d+) of 30\)", status)
+    match = re.search(r"missing +(\S+-s1-\S+) +\(checkpoint: epoch (\d+) of 80\)", status)
     assert match and "1 done, 0 diverged, 0 failed, 1 missing (1 with a checkpoint to resume)" in status, status
 
     relaunch = sweeps(tmp_path, args, cluster, "fig2")
