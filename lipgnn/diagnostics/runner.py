@@ -106,7 +106,7 @@ def load_graph(cfg: DictConfig) -> tuple[Any, Any]:
 
 def _dataset_override(overrides: list[str]) -> list[str]:
     """``dataset=cs|physics`` becomes the fallback loader when the suite has no such dataset config."""
-    from lipgnn.cli import CONF_DIR
+    from lipgnn.config import CONF_DIR
 
     out = []
     for item in overrides:
@@ -124,7 +124,7 @@ def compose(overrides: Sequence[str], *, hydra_node: bool = False) -> DictConfig
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    from lipgnn.cli import CONF_DIR
+    from lipgnn.config import CONF_DIR
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         return hydra_compose("config", overrides=_dataset_override(list(overrides)), return_hydra_config=hydra_node)
