@@ -11,13 +11,13 @@ from omegaconf import OmegaConf
 from torch import nn
 from torch_geometric.nn import GCNConv
 
-from lipgnn.config import validate
+from lipgnn.config import CONF_DIR, validate
 from lipgnn.data.spec import DataSpec
 from lipgnn.errors import ConfigError
 from lipgnn.models import MODEL_NAMES, build_model
 from lipgnn.models.blocks import GNNBlock
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = Path(CONF_DIR)
 
 
 def _cfg(name: str, **overrides):

@@ -268,7 +268,11 @@ def test_log_energy_puts_per_layer_energies_in_the_run_record(tmp_path: Path, da
 
 
 def test_energy_runner_record_and_deterministic_id(tmp_path: Path, data_root: Path) -> None:
-    from lipgnn.diagnostics.runner import compose, measure, run_id_for
+    from lipgnn.diagnostics.runner import compose, energy_options, measure
+    from lipgnn.identity import run_id
+
+    def run_id_for(cfg):
+        return run_id(cfg, energy=energy_options(cfg))
 
     overrides = ["experiment=gh_energy", "variant=san_postln", "depth=2", "dataset=cora", f"results_dir={tmp_path}"]
     cfg = compose(overrides)

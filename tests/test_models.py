@@ -14,6 +14,7 @@ from devices import exact, on_device, seeded
 from omegaconf import OmegaConf
 from torch_geometric.nn import GATConv, TransformerConv
 
+from lipgnn.config import CONF_DIR
 from lipgnn.data.spec import DataSpec
 from lipgnn.errors import ConfigError
 from lipgnn.models import (
@@ -26,7 +27,7 @@ from lipgnn.models import (
 )
 from lipgnn.models.builder import CUDA_FUSED_MIN_EDGES, LIP_MODELS, plain_conv_class, resolve_impl
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = Path(CONF_DIR)
 NON_ATTENTION = [m for m in MODEL_NAMES if m not in LIP_MODELS]
 COMBOS = [(m, n) for m in MODEL_NAMES for n in ("none", "pairnorm", "layernorm")] + [
     (m, "lip") for m in LIP_MODELS

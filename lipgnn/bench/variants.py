@@ -70,9 +70,10 @@ def _build_san(variant: str, depth: int, num_features: int, num_classes: int, se
     ``*_pre``: Pre-LN, ``*_nonlocal``: nonlocal message passing."""
     from omegaconf import OmegaConf
 
+    from lipgnn.config import CONF_DIR
     from lipgnn.models import build_model
 
-    model_cfg = OmegaConf.load(Path(__file__).resolve().parents[2] / "conf" / "model" / "san.yaml")
+    model_cfg = OmegaConf.load(Path(CONF_DIR) / "model" / "san.yaml")
     model_cfg.impl = "pyg" if variant.startswith("pyg_") else "fused"
     model_cfg.dropout, model_cfg.attn_dropout = 0.0, 0.0
     if variant.endswith("_pre"):
