@@ -226,7 +226,7 @@ needs_san = pytest.mark.skipif(not (ROOT / "conf" / "model" / "san.yaml").exists
 
 @needs_san
 def test_pre_ln_energy_grows_with_depth_at_init() -> None:
-    from lipgnn.diagnostics.frames import fit_laws
+    from lipgnn.results.frames import fit_laws
 
     e = _san_profile("san_preln")
     assert e[2] < e[8] < e[16] < e[32]
@@ -236,7 +236,7 @@ def test_pre_ln_energy_grows_with_depth_at_init() -> None:
 
 @needs_san
 def test_post_ln_energy_decays_exponentially_at_init() -> None:
-    from lipgnn.diagnostics.frames import fit_laws
+    from lipgnn.results.frames import fit_laws
 
     e = _san_profile("san_postln")
     assert e[32] < 1e-4 * e[1]
