@@ -177,7 +177,7 @@ def test_xavier_init_zero_biases() -> None:
 
 
 def test_san_lip_uses_eq19_scores() -> None:
-    net = build_model(san_cfg(), OmegaConf.create({"name": "lip", "alpha": 1.0, "variant": "paper"}),
+    net = build_model(san_cfg(), OmegaConf.create({"name": "lip", "alpha": 1.0, "formula": "paper"}),
                       DataSpec(num_features=3, num_classes=2), 1)
     conv = net.blocks[0].conv
     assert conv.lipschitz_norm

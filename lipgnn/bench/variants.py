@@ -48,7 +48,7 @@ def build_variant(variant: str, depth: int, num_features: int, num_classes: int,
     lip = variant.removesuffix("_ckpt").endswith("_lip")
     model_cfg = SimpleNamespace(name=kind, hidden=hidden, heads=heads, head_aggregation="concat", dropout=0.0,
                                 attn_dropout=0.0, residual=False, impl="fused")
-    norm_cfg = SimpleNamespace(name="lip" if lip else "none", alpha=1.0, variant="paper")
+    norm_cfg = SimpleNamespace(name="lip" if lip else "none", alpha=1.0, formula="paper")
     spec = SimpleNamespace(num_features=num_features, num_classes=num_classes, input="dense", vocab_sizes=(),
                            edge_dim=None, multilabel=False, task="node")
     torch.manual_seed(seed)
@@ -79,7 +79,7 @@ def _build_san(variant: str, depth: int, num_features: int, num_classes: int, se
     if variant.endswith("_pre"):
         model_cfg.layer_norm = "pre"
     model_cfg["nonlocal"] = variant.endswith("_nonlocal")
-    norm_cfg = SimpleNamespace(name="lip" if variant.endswith("_lip") else "none", alpha=1.0, variant="paper")
+    norm_cfg = SimpleNamespace(name="lip" if variant.endswith("_lip") else "none", alpha=1.0, formula="paper")
     spec = SimpleNamespace(num_features=num_features, num_classes=num_classes, input="dense", vocab_sizes=(),
                            edge_dim=None, multilabel=False, task="node")
     torch.manual_seed(seed)
