@@ -10,11 +10,12 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from lipgnn.config import CONF_DIR, check_command_line
+from lipgnn.config import CONF_DIR
 from lipgnn.errors import LipgnnError, RunInterrupted
+from lipgnn.sweep import check_command_line
 from lipgnn.train import gc_pause
 
-__all__ = ["CONF_DIR", "main", "train_main"]
+__all__ = ["main", "train_main"]
 
 
 def _parallel_jobs() -> int:

@@ -345,29 +345,6 @@ def compose(overrides: Sequence[str] = (), *, hydra: bool = False) -> DictConfig
     return cfg
 
 
-def check_command_line(argv: Sequence[str]) -> None:
-    """Compose and validate every job ``train.py <argv>`` would start, before Hydra starts any of them.
-
-    Raises :class:`ConfigError` on the first invalid job. Flags Hydra handles itself (``--help``,
-    ``--cfg``, ...) skip the check.
-    """
-    args = list(argv)
-    if any(a.startswith("-") and a not in ("-m", "--multirun") for a in args):
-        return
-    overrides = [a for a in args if a not in ("-m", "--multirun")]
-    multirun = len(overrides) != len(args) or "hydra.mode=MULTIRUN" in overrides
-    if not multirun:
-        compose(overrides, hydra=True)
-        return
-    from lipgnn.sweep import sweep_jobs_from
-
-    jobs, hydra_cfg = sweep_jobs_from(overrides)
-    validate_launcher(hydra_cfg)
-    validate_output_dir(hydra_cfg, "hydra.sweep.dir")
-    for job in jobs:
-        compose(job)
-
-
 def physical_cores() -> int:
     """Cores this process may use (affinity), counting a hyper-threaded pair once where Linux says so."""
     try:

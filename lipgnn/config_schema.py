@@ -12,6 +12,7 @@ Adding a key is one line: ``name: type = choice(default, "a", "b")`` or ``= numb
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,7 +66,7 @@ class ModelConfig:
     dropout: float = number(0.5, ge=0.0, lt=1.0)
     attn_dropout: float = number(0.0, ge=0.0, lt=1.0)
     residual: Any = flag(False)
-    impl: str = choice("pyg", "auto", "pyg", "fused")
+    impl: str = choice("auto", "auto", "pyg", "fused")
     layer_norm: str = choice("none", "none", "pre", "post")  # pre: x + f(LN(x)); post: LN(x + f(x))
     activation: str = choice("default", "default", "relu", "elu", "gelu", "none")
     score: str = choice("dot", "dot", "l2")  # GT attention score: dot product or L2 distance (Kim et al.)
@@ -296,6 +297,19 @@ def keyword_fields(schema: type) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for cls in reversed(schema.__mro__):
         out.update(KEYWORD_FIELDS.get(cls, {}))
+    return out
+
+
+def schema_defaults(*schemas: type) -> dict[str, Any]:
+    """Key -> default of every field of ``schemas`` (keyword-named ones included; the first schema naming a
+    key wins; fields without a default are left out): what a consumer falls back on for a key its config
+    leaves out, so that every key has its one default here."""
+    out: dict[str, Any] = {}
+    for schema in schemas:
+        declared = {f.name: f for f in dataclasses.fields(schema)} | keyword_fields(schema)
+        for key, spec in declared.items():
+            if spec.default is not dataclasses.MISSING and spec.default != MISSING:
+                out.setdefault(key, spec.default)
     return out
 
 

@@ -8,7 +8,8 @@ records written before a key existed keep their ids. Old spellings are renamed f
 ``norm.formula``) and numbers are compared as floats (``0`` in an old record equals ``0.0`` from a typed
 schema).
 
-``run_id(cfg)`` = readable prefix + hash of the identity; ``config_key(cfg)`` = hash of the identity
+``run_id(cfg)`` = readable prefix + hash of the identity (also the energy runner's and the computed
+experiments' ids, see there); ``config_key(cfg)`` = hash of the identity
 without the seed, shared by the seeds of one grid point. Both accept a DictConfig or the plain ``config``
 dict of a record.
 """
@@ -134,10 +135,37 @@ def _digest(tree: Mapping[str, Any], length: int) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:length]
 
 
-def run_id(cfg: DictConfig | Mapping[str, Any]) -> str:
-    """Stable id: readable prefix (model, norm, res, dataset, missing rate, tree depth, depth, seed) + hash."""
+def run_id(cfg: DictConfig | Mapping[str, Any], *, energy: Mapping[str, Any] | None = None,
+           unit: str | None = None) -> str:
+    """A record's stable id: readable prefix + hash. The one id function of every record producer.
+
+    * a training run (``train.py``): model, norm, res, dataset, missing rate, tree depth, depth, seed +
+      hash of :func:`identity_config`;
+    * an untrained model measured by the energy runner (``energy``: its validated options): model, layer
+      norm, nonlocal, norm, init, dataset, features, depth, seed + hash of the identity and the options;
+    * a unit of a computed experiment (Kim et al., ``unit``; ``cfg`` is the unit's own config with
+      ``experiment``, ``budget.name`` and ``seed``): ``<experiment>-<unit>-<budget>-s<seed>-<hash>``, a
+      training config under ``run`` hashed as its :func:`identity_config`.
+    """
     tree = _plain(cfg)
+    if unit is not None:
+        hashed = {**tree, "run": identity_config(tree["run"])} if "run" in tree else tree
+        return f"{tree['experiment']}-{unit}-{tree['budget']['name']}-s{tree['seed']}-{_loose_digest(hashed)}"
     model, dataset = tree.get("model", {}), tree.get("dataset", {})
+    if energy is not None:
+        parts = [str(model.get("name"))]
+        if model.get("layer_norm", "none") != "none":
+            parts.append(f"{model['layer_norm']}ln")
+        if model.get("nonlocal"):
+            parts.append("nl")
+        if tree["norm"]["name"] != "none":
+            parts.append(str(tree["norm"]["name"]))
+        if model.get("init"):
+            parts.append(str(model["init"]))
+        hashed = {**identity_config(tree), "energy": dict(energy)}
+        parts += [str(dataset.get("name")), str(energy["features"]), f"L{tree.get('depth')}", f"s{tree.get('seed')}",
+                  _loose_digest(hashed)]
+        return "-".join(parts)
     parts = [str(model.get("name")), str(tree.get("norm", {}).get("name"))]
     if model.get("residual") is True:
         parts.append("res")
@@ -148,6 +176,12 @@ def run_id(cfg: DictConfig | Mapping[str, Any]) -> str:
         parts.append(f"t{dataset.get('tree_depth')}")
     parts += [f"L{tree.get('depth')}", f"s{tree.get('seed')}", _digest(identity_config(tree), 10)]
     return "-".join(parts)
+
+
+def _loose_digest(tree: Mapping[str, Any]) -> str:
+    """The energy runner's and the computed experiments' hash: JSON with the default separators (their
+    committed records' ids were derived this way)."""
+    return hashlib.sha1(json.dumps(tree, sort_keys=True).encode()).hexdigest()[:10]
 
 
 def config_key(cfg: DictConfig | Mapping[str, Any]) -> str:

@@ -25,7 +25,8 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig
 
-from lipgnn.config import CONF_DIR
+from lipgnn.config import CONF_DIR, validate_launcher, validate_output_dir
+from lipgnn.config import compose as compose_config
 
 
 def _sweep_overrides(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:
@@ -44,6 +45,27 @@ def sweep_jobs_from(overrides: Sequence[str]) -> tuple[list[list[str]], DictConf
     parsed = parser.parse_overrides(_sweep_overrides(head, list(overrides)))
     jobs = [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
     return jobs, head.hydra
+
+
+def check_command_line(argv: Sequence[str]) -> None:
+    """Compose and validate every job ``train.py <argv>`` would start, before Hydra starts any of them.
+
+    Raises :class:`~lipgnn.errors.ConfigError` on the first invalid job. Flags Hydra handles itself (``--help``,
+    ``--cfg``, ...) skip the check.
+    """
+    args = list(argv)
+    if any(a.startswith("-") and a not in ("-m", "--multirun") for a in args):
+        return
+    overrides = [a for a in args if a not in ("-m", "--multirun")]
+    multirun = len(overrides) != len(args) or "hydra.mode=MULTIRUN" in overrides
+    if not multirun:
+        compose_config(overrides, hydra=True)
+        return
+    jobs, hydra_cfg = sweep_jobs_from(overrides)
+    validate_launcher(hydra_cfg)
+    validate_output_dir(hydra_cfg, "hydra.sweep.dir")
+    for job in jobs:
+        compose_config(job)
 
 
 def sweep_jobs(experiment: str, overrides: Sequence[str] = ()) -> list[list[str]]:

@@ -1,6 +1,6 @@
 """Is a training step bit-reproducible on a device? ``python scripts/cuda_determinism.py [cuda|cpu] [--depth 30]``.
 
-For each bench model (``lipgnn.bench.runner.build_variant``, dropouts 0), after one warm-up call that builds
+For each bench model (``lipgnn.bench.variants.build_variant``, dropouts 0), after one warm-up call that builds
 the caches (sparse inputs, CSR graphs): the same model's forward + backward twice, and a deep copy's. Then the
 single operations the two paths are built of, on PubMed-sized inputs, each run twice. Prints whether outputs
 and gradients are bitwise equal and the largest difference. Exit status 0 always: it measures, it does not
@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lipgnn.bench.graphs import BenchGraph, load_graph
-from lipgnn.bench.runner import build_variant
+from lipgnn.bench.variants import build_variant
 from lipgnn.nn.fused import get_csr_graph
 
 CASES: dict[str, tuple[str, ...]] = {

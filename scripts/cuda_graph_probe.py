@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lipgnn.bench.graphs import BenchGraph, load_graph
-from lipgnn.bench.runner import build_variant
+from lipgnn.bench.variants import build_variant
 from lipgnn.models import build_model
 
 

@@ -17,7 +17,7 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 from lipgnn.bench.graphs import load_graph
-from lipgnn.bench.runner import build_variant, make_step
+from lipgnn.bench.variants import build_variant, make_step
 
 CASES: tuple[tuple[str, str], ...] = (
     *(("pubmed", v) for v in ("pyg_gat", "gat", "gat_lip", "pyg_gt", "gt", "gt_lip")),

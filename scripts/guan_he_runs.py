@@ -38,16 +38,16 @@ from omegaconf import DictConfig, OmegaConf
 from torch import Tensor
 from torch_geometric import seed_everything
 
-from lipgnn.config import validate
+from lipgnn.config import CONF_DIR, validate
 from lipgnn.data import load
 from lipgnn.diagnostics import cosine_similarity_matrix
 from lipgnn.models import build_model
 from lipgnn.provenance import loaded_commit, versions
-from lipgnn.results.store import run_record_path, write_record
-from lipgnn.train.run import RECORD_SCHEMA, resolve_device, run_id_for
+from lipgnn.results.store import SCHEMA_VERSION, run_record_path, write_record
+from lipgnn.train.run import resolve_device, run_id_for
 from lipgnn.train.trainer import Trainer
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = Path(CONF_DIR)
 EXPERIMENT = "gh_depth"
 #: variant -> overrides (paper B.1: Pre-LN lr 1e-3; Post-LN and nonlocal warm up to 1e-4).
 VARIANTS: dict[str, list[str]] = {
@@ -128,7 +128,7 @@ def run_one(cfg: DictConfig) -> dict[str, Any] | None:
     diagnostics = trained_diagnostics(model, data) if result.status == "completed" else {}
     diagnostics["train_time_s"] = round(train_s, 1)
     record = {
-        "schema": RECORD_SCHEMA, "run_id": run_id, "experiment": EXPERIMENT,
+        "schema": SCHEMA_VERSION, "run_id": run_id, "experiment": EXPERIMENT,
         "config": OmegaConf.to_container(cfg, resolve=True), "seed": int(cfg.seed), "versions": versions(),
         "git_commit": loaded_commit(), "status": result.status, "metric": task.metric, "history": result.history,
         "best": result.best, "last": result.last, "epochs_run": result.epochs_run,

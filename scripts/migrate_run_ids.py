@@ -42,9 +42,9 @@ OWN_RUNNER_EXPERIMENTS = frozenset({"gh_depth", "kim_bounds", "kim_divergence", 
 def _energy_run_id(config: dict) -> str:
     from omegaconf import OmegaConf
 
-    from lipgnn.diagnostics.runner import run_id_for
+    from lipgnn.diagnostics.runner import energy_options
 
-    return run_id_for(OmegaConf.create(config))
+    return run_id(config, energy=energy_options(OmegaConf.create(config)))
 
 
 # Runners whose ids are the training identity plus their own options: migrated with the runner's id function,

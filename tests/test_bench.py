@@ -158,10 +158,10 @@ def test_layer_floor_by_hand() -> None:
 
 def test_san_variants_share_weights_and_outputs() -> None:
     """pyg_san and san are the same SAN (same weights) on the two attention implementations."""
-    from lipgnn.bench import runner
+    from lipgnn.bench import variants
 
     graph = load_graph("tiny")
-    pyg, fused = (runner.build_variant(v, 2, graph.x.size(1), graph.num_classes) for v in ("pyg_san", "san"))
+    pyg, fused = (variants.build_variant(v, 2, graph.x.size(1), graph.num_classes) for v in ("pyg_san", "san"))
     assert type(pyg.blocks[0].conv).__name__ == "LipTransformerConv"
     assert type(fused.blocks[0].conv).__name__ == "FusedLipTransformerConv"
     fused.load_state_dict(pyg.state_dict())

@@ -11,13 +11,13 @@ from omegaconf import OmegaConf
 from torch import nn
 from torch_geometric.nn import GCNConv
 
-from lipgnn.config import validate
+from lipgnn.config import CONF_DIR, validate
 from lipgnn.data.spec import DataSpec
 from lipgnn.errors import ConfigError
 from lipgnn.models import MODEL_NAMES, build_model
 from lipgnn.models.blocks import GNNBlock
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = Path(CONF_DIR)
 
 
 def _cfg(name: str, **overrides):
@@ -115,7 +115,7 @@ def test_every_model_builds_with_pre_and_post(name: str, placement: str) -> None
 
 def test_lip_norm_combines_with_post_ln() -> None:
     net = build_model(_cfg("gat", layer_norm="post"), OmegaConf.create({"name": "lip", "alpha": 1.0,
-                                                                         "variant": "paper"}),
+                                                                         "formula": "paper"}),
                       DataSpec(num_features=5, num_classes=3), 2)
     assert net.blocks[0].conv.lipschitz_norm and net.blocks[0].placement == "post"
 

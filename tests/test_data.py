@@ -19,12 +19,13 @@ from omegaconf import OmegaConf
 from torch import Tensor
 
 import lipgnn.data.common as common
+from lipgnn.config import CONF_DIR
 from lipgnn.data import TaskData, load
 from lipgnn.data.missing import erased_nodes
 from lipgnn.data.trees import generate_trees, tree_edge_index
 from lipgnn.errors import ConfigError, DatasetNotFoundError
 
-CONF = Path(__file__).resolve().parents[1] / "conf" / "dataset"
+CONF = Path(CONF_DIR) / "dataset"
 
 
 def _data_root() -> Path | None:

@@ -226,7 +226,7 @@ needs_san = pytest.mark.skipif(not (ROOT / "conf" / "model" / "san.yaml").exists
 
 @needs_san
 def test_pre_ln_energy_grows_with_depth_at_init() -> None:
-    from lipgnn.diagnostics.frames import fit_laws
+    from lipgnn.results.frames import fit_laws
 
     e = _san_profile("san_preln")
     assert e[2] < e[8] < e[16] < e[32]
@@ -236,7 +236,7 @@ def test_pre_ln_energy_grows_with_depth_at_init() -> None:
 
 @needs_san
 def test_post_ln_energy_decays_exponentially_at_init() -> None:
-    from lipgnn.diagnostics.frames import fit_laws
+    from lipgnn.results.frames import fit_laws
 
     e = _san_profile("san_postln")
     assert e[32] < 1e-4 * e[1]
@@ -268,7 +268,11 @@ def test_log_energy_puts_per_layer_energies_in_the_run_record(tmp_path: Path, da
 
 
 def test_energy_runner_record_and_deterministic_id(tmp_path: Path, data_root: Path) -> None:
-    from lipgnn.diagnostics.runner import compose, measure, run_id_for
+    from lipgnn.diagnostics.runner import compose, energy_options, measure
+    from lipgnn.identity import run_id
+
+    def run_id_for(cfg):
+        return run_id(cfg, energy=energy_options(cfg))
 
     overrides = ["experiment=gh_energy", "variant=san_postln", "depth=2", "dataset=cora", f"results_dir={tmp_path}"]
     cfg = compose(overrides)

@@ -1,4 +1,4 @@
-"""The fused path's ELU and compiled SDDMM against torch (lipgnn.nn.fused.activation, kernels.sddmm)."""
+"""The fused path's ELU and compiled SDDMM against torch (lipgnn.nn.fused.activation, sparse_kernels.sddmm)."""
 
 from __future__ import annotations
 

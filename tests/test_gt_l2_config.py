@@ -39,7 +39,7 @@ def test_validation_rejects_bad_score_combinations(model, norm: str, message: st
     with pytest.raises(ConfigError, match=message):
         _validate_score(model, OmegaConf.create({"name": norm}))
     with pytest.raises(ConfigError, match=message.split()[0]):
-        build_model(model, OmegaConf.create({"name": norm, "alpha": 1.0, "variant": "paper"}), SPEC, 2)
+        build_model(model, OmegaConf.create({"name": norm, "alpha": 1.0, "formula": "paper"}), SPEC, 2)
 
 
 @pytest.mark.parametrize("impl", ["pyg", "fused"])

@@ -106,7 +106,7 @@ def test_committed_records_are_found_by_the_composed_grid() -> None:
 def test_energy_runner_records_migrate_to_the_runner_id(tmp_path: Path) -> None:
     """gh_energy records carry the energy runner's id (training identity + energy options): the migration
     renames a stale one to exactly what the runner computes, so the runner finds it and skips the unit."""
-    from lipgnn.diagnostics.runner import run_id_for
+    from lipgnn.diagnostics.runner import energy_options
 
     cfg = compose_cfg(["experiment=gh_energy", "dataset=cora", "variant=san_preln", "depth=2", "model.init=xavier"])
     config = OmegaConf.to_container(cfg, resolve=True)
@@ -116,5 +116,27 @@ def test_energy_runner_records_migrate_to_the_runner_id(tmp_path: Path) -> None:
     record = {**_record(config, "san-preln-xavier-cora-raw-L2-s0-stale"), "experiment": "gh_energy"}
     (folder / "san-preln-xavier-cora-raw-L2-s0-stale.json").write_text(json.dumps(record))
     assert _migrate(tmp_path).returncode == 0
-    assert [p.stem for p in folder.glob("*.json")] == [run_id_for(cfg)]
-    assert run_id_for(cfg) != run_id(config)  # the runner's ids are its own, not train.py's
+    energy_id = run_id(cfg, energy=energy_options(cfg))
+    assert [p.stem for p in folder.glob("*.json")] == [energy_id]
+    assert energy_id != run_id(config)  # an energy measurement's id is not its training run's
+
+
+def test_every_committed_record_keeps_its_id() -> None:
+    """The one id function reproduces each committed record's id: training runs, the energy runner's
+    measurements (its options) and the computed experiments' units."""
+    from lipgnn.lipschitz.experiments import EXPERIMENTS
+
+    kinds: dict[str, int] = {"train": 0, "energy": 0, "unit": 0}
+    for path in sorted((ROOT / "results" / "runs").rglob("*.json")):
+        record = json.loads(path.read_text())
+        config, experiment = record["config"], record["experiment"]
+        if experiment in EXPERIMENTS:
+            unit = record["run_id"][len(experiment) + 1:].rsplit("-", 3)[0]
+            new, kind = run_id(config, unit=unit), "unit"
+        elif record.get("diagnostics", {}).get("energy", {}).get("definition") and config.get("energy"):
+            new, kind = run_id(config, energy=config["energy"]), "energy"
+        else:
+            new, kind = run_id(config), "train"
+        assert new == record["run_id"] == path.stem, path
+        kinds[kind] += 1
+    assert min(kinds.values()) > 0, kinds

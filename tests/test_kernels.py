@@ -22,6 +22,8 @@ from lipgnn.nn.fused import (
     kernels,
     neighbour_max_csr,
     row_sq_norm,
+    score_kernels,
+    sparse_kernels,
     transformer_denominator_csr,
     transformer_scale_csr,
     with_sq_norm,
@@ -66,16 +68,16 @@ def assert_modes_agree(fn, *inputs: torch.Tensor) -> None:
 
 
 def count_heads(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
-    """Spy on ``kernels.<name>``: the list that collects the head count (``size(1)`` of the first
+    """Spy on ``sparse_kernels.<name>``: the list that collects the head count (``size(1)`` of the first
     argument) of every call."""
     calls: list[int] = []
-    original = getattr(kernels, name)
+    original = getattr(sparse_kernels, name)
 
     def spy(*args, **kw):
         calls.append(args[0].size(1))
         return original(*args, **kw)
 
-    monkeypatch.setattr(kernels, name, spy)
+    monkeypatch.setattr(sparse_kernels, name, spy)
     return calls
 
 
@@ -172,7 +174,7 @@ def test_sq_norm_gradient_leaves_rows_with_zero_gradient_untouched() -> None:
     grad_sq = torch.zeros(6, 2, dtype=torch.float64)
     grad_sq[1, 0], grad_sq[4, 1] = 0.5, -2.0
     expected = grad_x + 2 * grad_sq.unsqueeze(-1) * x
-    out = kernels.add_sq_norm_grad_(grad_x, x, grad_sq)
+    out = score_kernels.add_sq_norm_grad_(grad_x, x, grad_sq)
     assert out is grad_x
     torch.testing.assert_close(out, expected)
 
@@ -246,13 +248,13 @@ def test_layers_take_the_compiled_path_on_cpu(kind: str, monkeypatch: pytest.Mon
     calls: list[str] = []
     for name in ("neighbour_max", "neighbour_max_pair", "sq_norm", "gat_node_terms", "gat_edge_scores", "row_scale",
                  "eq19_scale"):
-        original = getattr(kernels, name)
+        original = getattr(score_kernels, name)
 
         def spy(*args, _name=name, _original=original, **kw):
             calls.append(_name)
             return _original(*args, **kw)
 
-        monkeypatch.setattr(kernels, name, spy)
+        monkeypatch.setattr(score_kernels, name, spy)
     ei = graph_with_ties_and_empty_rows().edge_index
     conv = (FusedLipGATConv(5, 4, heads=2, lipschitz_norm=True) if kind == "gat"
             else FusedLipTransformerConv(5, 4, heads=2, lipschitz_norm=True))
@@ -332,3 +334,21 @@ def test_node_terms_backward_takes_the_batched_attention_gradient_on_large_input
         att_src, att_dst = (torch.randn(3, 5, generator=gen, dtype=torch.float64) for _ in range(2))
         assert_modes_agree(lambda h, a, b: tuple(t * 1 for t in _NodeScores.apply(h, a, b, True)),
                            x, att_src, att_dst)
+
+
+def test_kernel_families_cache_every_loop_on_disk_and_stay_small() -> None:
+    """Each family module's compiled loops keep numba's on-disk cache (no recompilation per process), and no
+    module of the fused path grows past ~600 lines (one module per family of loops)."""
+    from pathlib import Path
+
+    from numba.core.dispatcher import Dispatcher
+
+    from lipgnn.nn.fused import elementwise_kernels, san_kernels
+
+    families = (score_kernels, sparse_kernels, elementwise_kernels, san_kernels)
+    loops = [getattr(m, n) for m in families for n in dir(m) if isinstance(getattr(m, n), Dispatcher)]
+    assert len(loops) >= 30
+    assert all(type(loop._cache).__name__ == "FunctionCache" for loop in loops), [
+        loop.__name__ for loop in loops if type(loop._cache).__name__ != "FunctionCache"]
+    sizes = {p.name: len(p.read_text().splitlines()) for p in Path(kernels.__file__).parent.glob("*.py")}
+    assert max(sizes.values()) <= 620, sizes

@@ -11,6 +11,7 @@ import torch
 from devices import seeded
 from omegaconf import OmegaConf
 
+from lipgnn.config import CONF_DIR
 from lipgnn.data.spec import DataSpec
 from lipgnn.diagnostics.tracing import trace_layers
 from lipgnn.models import build_model
@@ -155,7 +156,7 @@ def test_small_graphs_and_pyg_stacks_keep_the_callers_order() -> None:
 
 
 def _san(placement: str, norm: str, attn_dropout: float, nonlocal_source: str | None = None) -> torch.nn.Module:
-    cfg = OmegaConf.load(Path(__file__).resolve().parents[1] / "conf" / "model" / "san.yaml")
+    cfg = OmegaConf.load(Path(CONF_DIR) / "model" / "san.yaml")
     cfg.hidden, cfg.heads, cfg.ffn_hidden, cfg.impl = 8, 2, 16, "fused"
     cfg.layer_norm, cfg.attn_dropout, cfg["nonlocal"] = placement, attn_dropout, nonlocal_source is not None
     cfg.nonlocal_source = nonlocal_source or "x"

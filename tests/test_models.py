@@ -14,10 +14,11 @@ from devices import exact, on_device, seeded
 from omegaconf import OmegaConf
 from torch_geometric.nn import GATConv, TransformerConv
 
+from lipgnn.config import CONF_DIR
 from lipgnn.data.spec import DataSpec
 from lipgnn.errors import ConfigError
 from lipgnn.models import (
-    ATTENTION_MODELS,
+    BLOCK_ATTENTION_MODELS,
     MODEL_NAMES,
     DeepGNN,
     attention_grad_norms,
@@ -26,7 +27,7 @@ from lipgnn.models import (
 )
 from lipgnn.models.builder import CUDA_FUSED_MIN_EDGES, LIP_MODELS, plain_conv_class, resolve_impl
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = Path(CONF_DIR)
 NON_ATTENTION = [m for m in MODEL_NAMES if m not in LIP_MODELS]
 COMBOS = [(m, n) for m in MODEL_NAMES for n in ("none", "pairnorm", "layernorm")] + [
     (m, "lip") for m in LIP_MODELS
@@ -133,7 +134,7 @@ def test_plain_conv_class_picks_the_stock_layer_or_its_csr_twin() -> None:
 
 def test_impl_fused_builds_the_fused_layers_with_the_pyg_state_dict() -> None:
     x, edge_index, _ = random_graph()
-    for model in ATTENTION_MODELS:
+    for model in BLOCK_ATTENTION_MODELS:
         cfg = {"heads": 2, "dropout": 0.0, "attn_dropout": 0.0}
         fused_net = build_model(model_cfg(model, impl="fused", **cfg), norm_cfg("lip"), DataSpec(8, 3), 3)
         assert type(fused_net.attention_layers()[0]).__module__ == "lipgnn.nn.fused"
@@ -144,7 +145,7 @@ def test_impl_fused_builds_the_fused_layers_with_the_pyg_state_dict() -> None:
                                    rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("model", ATTENTION_MODELS)
+@pytest.mark.parametrize("model", BLOCK_ATTENTION_MODELS)
 def test_heads_split_hidden_with_concat_and_keep_it_with_mean(model: str) -> None:
     concat = build_model(model_cfg(model, heads=4), norm_cfg("none"), DataSpec(8, 3), 2)
     conv = concat.attention_layers()[0]
@@ -313,7 +314,7 @@ def test_attention_convs_equal_pyg_layer_without_lip(model: str, pyg_cls: type) 
     torch.testing.assert_close(conv(h, edge_index), ref(h, edge_index), **exact())
 
 
-@pytest.mark.parametrize("model", ATTENTION_MODELS)
+@pytest.mark.parametrize("model", BLOCK_ATTENTION_MODELS)
 def test_edge_features_reach_attention_layers(model: str) -> None:
     torch.manual_seed(6)
     x, edge_index, y = random_graph()
@@ -349,7 +350,7 @@ def test_embedding_input_for_trees() -> None:
 # ------------------------------------------------------------------------------------ checkpoints / grads
 
 
-@pytest.mark.parametrize("model", ATTENTION_MODELS)
+@pytest.mark.parametrize("model", BLOCK_ATTENTION_MODELS)
 def test_state_dict_switches_between_none_and_lip(model: str) -> None:
     plain = build_model(model_cfg(model), norm_cfg("none"), DataSpec(8, 3), 4)
     lip = build_model(model_cfg(model), norm_cfg("lip"), DataSpec(8, 3), 4)
@@ -375,7 +376,7 @@ def test_attention_grad_norms_by_hand() -> None:
     assert attention_grad_norms(gt) == pytest.approx([(2 * (16 * 16 + 16)) ** 0.5])
 
 
-@pytest.mark.parametrize("model", ATTENTION_MODELS)
+@pytest.mark.parametrize("model", BLOCK_ATTENTION_MODELS)
 @pytest.mark.parametrize(("impl", "norm"), [("pyg", "lip"), ("fused", "lip"), ("fused", "none")])
 def test_activation_checkpointing_is_exact(model: str, impl: str, norm: str) -> None:
     """Same seed, dropout on: outputs and every gradient identical with and without checkpointing

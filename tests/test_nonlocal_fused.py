@@ -17,6 +17,7 @@ import torch
 from devices import gradcheck, seeded
 from omegaconf import OmegaConf
 
+from lipgnn.config import CONF_DIR
 from lipgnn.data.spec import DataSpec
 from lipgnn.models import build_model
 from lipgnn.models import nonlocal_mp as nonlocal_module
@@ -24,7 +25,7 @@ from lipgnn.models.nonlocal_mp import NonlocalScale, head_laplacian_energy, head
 from lipgnn.nn import FusedLipGATConv, FusedLipTransformerConv, LipGATConv, LipTransformerConv
 from lipgnn.nn.fused import CSRGraph, get_csr_graph
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = Path(CONF_DIR)
 NONE = OmegaConf.create({"name": "none"})
 NUM_NODES = 30
 TOL = {torch.float32: {"atol": 1e-5, "rtol": 1e-5}, torch.float64: {"atol": 1e-10, "rtol": 1e-10}}

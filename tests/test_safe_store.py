@@ -316,8 +316,8 @@ def test_a_killed_fused_run_resumes_bit_identically(tmp_path: Path, data_root: P
 
 
 def test_a_value_with_non_ascii_characters_is_told_to_be_quoted(tmp_path: Path) -> None:
-    from lipgnn.config import check_command_line
     from lipgnn.errors import ConfigError
+    from lipgnn.sweep import check_command_line
 
     folder = tmp_path / "résultats"
     with pytest.raises(ConfigError) as err:

@@ -11,7 +11,7 @@ from devices import seeded
 from omegaconf import OmegaConf
 from torch import nn
 
-from lipgnn.config import validate
+from lipgnn.config import CONF_DIR, validate
 from lipgnn.data.spec import DataSpec
 from lipgnn.errors import ConfigError
 from lipgnn.models import build_model
@@ -20,7 +20,7 @@ from lipgnn.models.san import SANBlock
 from lipgnn.nn import LipTransformerConv
 from lipgnn.train.trainer import set_warmup_lr
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = Path(CONF_DIR)
 NONE = OmegaConf.create({"name": "none"})
 
 
@@ -177,7 +177,7 @@ def test_xavier_init_zero_biases() -> None:
 
 
 def test_san_lip_uses_eq19_scores() -> None:
-    net = build_model(san_cfg(), OmegaConf.create({"name": "lip", "alpha": 1.0, "variant": "paper"}),
+    net = build_model(san_cfg(), OmegaConf.create({"name": "lip", "alpha": 1.0, "formula": "paper"}),
                       DataSpec(num_features=3, num_classes=2), 1)
     conv = net.blocks[0].conv
     assert conv.lipschitz_norm

@@ -17,12 +17,13 @@ from devices import gradcheck, seeded
 from omegaconf import OmegaConf
 from torch_geometric.utils import softmax
 
+from lipgnn.config import CONF_DIR
 from lipgnn.data.spec import DataSpec
 from lipgnn.models import build_model
 from lipgnn.nn.fused import CSRGraph, kernels, san_kernels
 from lipgnn.nn.fused.san import san_attention
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = Path(CONF_DIR)
 NONE = OmegaConf.create({"name": "none"})
 
 pytestmark = pytest.mark.usefixtures("single_thread")

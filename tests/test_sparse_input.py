@@ -13,7 +13,7 @@ from torch import nn
 from lipgnn.config import compose
 from lipgnn.data.spec import DataSpec
 from lipgnn.models import build_model
-from lipgnn.nn.fused import kernels
+from lipgnn.nn.fused import kernels, sparse_kernels
 from lipgnn.nn.fused.sparse_input import MAX_DENSITY, SparseInputLinear
 
 
@@ -45,7 +45,7 @@ def test_csr_t_matmul_matches_hand_computed_product() -> None:
     x = torch.tensor([[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]]).to_sparse_csr()
     g = torch.tensor([[1.0, 10.0], [100.0, 1000.0]])
     expected = torch.tensor([[1.0, 10.0], [300.0, 3000.0], [2.0, 20.0]])
-    assert torch.equal(kernels.csr_t_matmul(x, g), expected)
+    assert torch.equal(sparse_kernels.csr_t_matmul(x, g), expected)
 
 
 @pytest.mark.cpu_only

@@ -14,7 +14,7 @@ from torch import nn
 from torch_geometric.data import Data
 from torch_geometric.nn import GATConv
 
-from lipgnn.config import validate
+from lipgnn.config import CONF_DIR, validate
 from lipgnn.data import load
 from lipgnn.data.spec import DataSpec, TaskData
 from lipgnn.data.trees import generate_alon_yahav, tree_labels
@@ -23,7 +23,7 @@ from lipgnn.models import build_model
 from lipgnn.train.run import identity_config
 from lipgnn.train.trainer import Trainer
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = Path(CONF_DIR)
 
 
 def trees(tmp_path: Path, depth: int, batch_size: int = 8000, **keys: object) -> TaskData:

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lipgnn.bench.graphs import SIZES
-from lipgnn.bench.runner import ISOLATE_CHOICES, SAN_VARIANTS, VARIANTS, BenchConfig, run
+from lipgnn.bench.runner import ISOLATE_CHOICES, BenchConfig, run
+from lipgnn.bench.variants import SAN_VARIANTS, VARIANTS
 
 
 def _ints(text: str) -> list[int]:

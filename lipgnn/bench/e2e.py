@@ -8,7 +8,7 @@ the child processes' CPU time (user + system) of every run are recorded.
 Caches are warm, as for every run after a user's first: the processed dataset lives in a cache folder
 shared by the runs (filled in this process before the first one), and numba's on-disk cache of the
 compiled loops is filled in this process too (:func:`warm_kernels`; it persists beside
-``lipgnn/nn/fused/kernels.py``). The first fused run of a fresh clone also compiles those loops:
+the modules of ``lipgnn/nn/fused/*kernels.py``). The first fused run of a fresh clone also compiles those loops:
 :func:`cold_run` measures that once, with numba's cache pointed at an empty folder.
 """
 
@@ -86,9 +86,9 @@ def warm_kernels() -> None:
                 model(x, edge_index)
     # The dropout that large graphs' locality order uses (lipgnn.nn.fused.locality), and the one-head layer
     # that large graphs take (lipgnn.nn.fused.gat_one_head); 50 nodes stay below both.
-    from lipgnn.nn.fused import CSRGraph, gat_one_head, kernels
+    from lipgnn.nn.fused import CSRGraph, elementwise_kernels, gat_one_head
 
-    kernels.dropout_rows_(x, torch.empty_like(x), torch.arange(x.size(0)), 0, 0.5)
+    elementwise_kernels.dropout_rows_(x, torch.empty_like(x), torch.arange(x.size(0)), 0, 0.5)
     weight, att = torch.randn(8, 6, requires_grad=True), torch.randn(1, 8, requires_grad=True)
     graph = CSRGraph.from_edge_index(edge_index, 50)
     # GAT and GAT-Lip share the loops' signatures (``lip`` is a value, not a type), so one call compiles both

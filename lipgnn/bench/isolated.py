@@ -10,7 +10,7 @@ own"). So the bench can give every variant its own process (:class:`Workers`). T
 order: the parent asks each worker for one step in turn, so a shared machine's drift still spreads over all
 variants, and each step's times are the worker's own clocks.
 
-A worker builds its model exactly as the in-process table does (:func:`lipgnn.bench.runner.build_variant`,
+A worker builds its model exactly as the in-process table does (:func:`lipgnn.bench.variants.build_variant`,
 the same seed, so the same weights), sets the same thread count and allocator settings, and reports its eval
 output (for ``max|Δ|`` against the stock stack), the CSR preparation time, the warm-up's peak memory and then
 one step's (wall, CPU) seconds per request. It runs one untimed step before the warm-up, so that the
@@ -52,7 +52,7 @@ class WorkerSpec:
 def _serve(conn: Connection, spec: WorkerSpec) -> None:
     from lipgnn.bench.graphs import load_graph
     from lipgnn.bench.memory import measure_step_memory
-    from lipgnn.bench.runner import _prebuild_csr, build_variant, eval_output, make_step
+    from lipgnn.bench.variants import build_variant, eval_output, make_step, prebuild_csr
     from lipgnn.train.allocator import tune_malloc
 
     if spec.threads:
@@ -63,7 +63,7 @@ def _serve(conn: Connection, spec: WorkerSpec) -> None:
     graph = load_graph(spec.graph, seed=spec.seed).to(device)
     model = build_variant(spec.variant, spec.depth, graph.x.size(1), graph.num_classes, hidden=spec.hidden,
                           heads=spec.heads, seed=spec.seed).to(device)
-    prep = _prebuild_csr(spec.variant, graph)
+    prep = prebuild_csr(spec.variant, graph)
     output = eval_output(model, graph).cpu() if spec.compare_output else None
     step = make_step(model, graph, device)
     # An untimed first step: in one process the first variant alone pays the libraries' one-off costs (numba

@@ -43,7 +43,8 @@ a training process holds one model; otherwise all run in this process. Times are
 wall-clock (``torch.cuda.synchronize`` around CUDA steps); the fused variants' one-off graph
 preprocessing (:class:`~lipgnn.nn.fused.CSRGraph`, cached per ``edge_index``) is done before the
 warm-up and reported separately as ``prep_s``. Ratios compare medians of the same run:
-``ratio_vs_pyg = median(variant) / median(stock PyG stack of the same attention type)``.
+``ratio_vs_pyg = median(variant) / median(stock PyG stack of the same attention type)``. Each variant's
+model and step are built by :mod:`lipgnn.bench.variants`.
 """
 
 from __future__ import annotations
@@ -56,43 +57,35 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from lipgnn.bench.graphs import SIZES, BenchGraph, load_graph
 from lipgnn.bench.memory import measure_step_memory, memory_method
+from lipgnn.bench.variants import (
+    CKPT_VARIANT,
+    SAN_VARIANTS,
+    VARIANTS,
+    baseline_of,
+    build_variant,
+    clear_csr_cache,
+    eval_output,
+    make_step,
+    prebuild_csr,
+)
 from lipgnn.nn.fused import kernels
 from lipgnn.provenance import loaded_commit, versions
 from lipgnn.train.allocator import is_tuned, tune_malloc
-from lipgnn.train.trainer import adam
 
-VARIANTS: tuple[str, ...] = ("pyg_gat", "gat", "gat_lip", "pyg_gt", "gt", "gt_lip")
-CKPT_VARIANT = "gat_lip_ckpt"
 SUMMARY_COLUMNS: tuple[str, ...] = ("graph", "depth", "variant", "median_s", "peak_mb", "ratio_vs_pyg")
 ISOLATE_CHOICES: tuple[str, ...] = ("none", "san", "all")
 LARGE_GRAPH_NODES = 100_000  # graphs above this size are capped at --large-max-depth
 
 
-SAN_VARIANTS: tuple[str, ...] = ("pyg_san", "san", "san_lip", "pyg_san_pre", "san_pre", "pyg_san_nonlocal",
-                                 "san_nonlocal")
 E2E_VARIANTS: tuple[str, ...] = ("train_py_pyg", "train_py_fused", "train_py_fused_rcm", "train_py_fused_cold")
 #: The single-layer rows and the node order each is timed in (lipgnn.bench.floor.layer_inputs).
 LAYER_ORDERS: dict[str, str] = {"gat_lip_layer": "dataset", "gat_lip_layer_rcm": "locality"}
-
-
-def attention_kind(variant: str) -> str:
-    if variant in SAN_VARIANTS:
-        return "san"
-    return "gt" if variant in ("pyg_gt", "gt", "gt_lip") else "gat"
-
-
-def baseline_of(variant: str) -> str:
-    if variant in SAN_VARIANTS:  # the same SAN on the PyG path (LipschitzNorm's baseline: the plain SAN)
-        return "pyg_" + variant.removeprefix("pyg_").removesuffix("_lip")
-    return f"pyg_{attention_kind(variant)}"
 
 
 @dataclass
@@ -124,126 +117,11 @@ class Measurement:
         return float(torch.tensor(self.times_s, dtype=torch.float64).quantile(q))
 
 
-def build_variant(variant: str, depth: int, num_features: int, num_classes: int, *, hidden: int = 64,
-                  heads: int = 1, seed: int = 0) -> nn.Module:
-    """The ``depth``-layer stack of ``variant`` (same seed → same weights for every variant of a kind)."""
-    from lipgnn.models import build_model
-
-    if attention_kind(variant) == "san":
-        return _build_san(variant, depth, num_features, num_classes, seed)
-    kind = attention_kind(variant.removesuffix("_ckpt"))
-    lip = variant.removesuffix("_ckpt").endswith("_lip")
-    model_cfg = SimpleNamespace(name=kind, hidden=hidden, heads=heads, head_aggregation="concat", dropout=0.0,
-                                attn_dropout=0.0, residual=False, impl="fused")
-    norm_cfg = SimpleNamespace(name="lip" if lip else "none", alpha=1.0, variant="paper")
-    spec = SimpleNamespace(num_features=num_features, num_classes=num_classes, input="dense", vocab_sizes=(),
-                           edge_dim=None, multilabel=False, task="node")
-    torch.manual_seed(seed)
-    model = build_model(model_cfg, norm_cfg, spec, depth)
-    if variant.startswith("pyg_"):
-        for block in model.blocks:
-            block.conv = _stock_conv(kind, block.conv)
-            if isinstance(block.act, nn.ELU):  # the stock stack's own activation, not the fused path's
-                block.act = nn.ELU(block.act.alpha)
-    if variant.endswith("_ckpt"):
-        if not hasattr(model, "checkpoint_activations"):
-            raise RuntimeError("lipgnn.models.DeepGNN has no checkpoint_activations switch")
-        model.checkpoint_activations = True
-    return model
-
-
-def _build_san(variant: str, depth: int, num_features: int, num_classes: int, seed: int) -> nn.Module:
-    """Guan & He's SAN with ``conf/model/san.yaml``'s settings (dropouts off, as for every variant);
-    ``*_pre``: Pre-LN, ``*_nonlocal``: nonlocal message passing."""
-    from omegaconf import OmegaConf
-
-    from lipgnn.models import build_model
-
-    model_cfg = OmegaConf.load(Path(__file__).resolve().parents[2] / "conf" / "model" / "san.yaml")
-    model_cfg.impl = "pyg" if variant.startswith("pyg_") else "fused"
-    model_cfg.dropout, model_cfg.attn_dropout = 0.0, 0.0
-    if variant.endswith("_pre"):
-        model_cfg.layer_norm = "pre"
-    model_cfg["nonlocal"] = variant.endswith("_nonlocal")
-    norm_cfg = SimpleNamespace(name="lip" if variant.endswith("_lip") else "none", alpha=1.0, variant="paper")
-    spec = SimpleNamespace(num_features=num_features, num_classes=num_classes, input="dense", vocab_sizes=(),
-                           edge_dim=None, multilabel=False, task="node")
-    torch.manual_seed(seed)
-    return build_model(model_cfg, norm_cfg, spec, depth)
-
-
-def _stock_conv(kind: str, ours: nn.Module) -> nn.Module:
-    """PyG's own layer with the hyper-parameters and weights of ``ours`` (state dicts are identical)."""
-    from torch_geometric.nn import GATConv, TransformerConv
-
-    if kind == "gat":
-        conv: nn.Module = GATConv(ours.in_channels, ours.out_channels, heads=ours.heads, concat=ours.concat,
-                                  negative_slope=ours.negative_slope, dropout=ours.dropout,
-                                  add_self_loops=ours.add_self_loops, bias=ours.bias is not None)
-    else:
-        conv = TransformerConv(ours.in_channels, ours.out_channels, heads=ours.heads, concat=ours.concat,
-                               dropout=ours.dropout, root_weight=ours.root_weight)
-    conv.load_state_dict(ours.state_dict())
-    return conv
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def make_step(model: nn.Module, graph: BenchGraph, device: torch.device) -> Callable[[], tuple[float, float]]:
-    """One full-batch training step (forward + backward + Adam); returns its (wall, process CPU) seconds.
-
-    On a shared machine the CPU time of a single-threaded run is the steadier number (time spent
-    descheduled does not count); the wall time is the one reported in summary.csv.
-    """
-    opt = adam(model.parameters(), lr=0.005)  # the trainer's optimizer
-    model.train()
-
-    def step() -> tuple[float, float]:
-        _sync(device)
-        start, cpu_start = time.perf_counter(), time.process_time()
-        opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(graph.x, graph.edge_index), graph.y)
-        loss.backward()
-        opt.step()
-        _sync(device)
-        return time.perf_counter() - start, time.process_time() - cpu_start
-
-    return step
-
-
-def _prebuild_csr(variant: str, graph: BenchGraph) -> float:
-    """Build (and cache) the CSR graph the fused variant will use; returns the time it took."""
-    if variant.startswith("pyg_") or attention_kind(variant) == "san":  # SAN adds its self-loops per forward
-        return 0.0
-    from lipgnn.nn.fused import get_csr_graph
-
-    start = time.perf_counter()
-    get_csr_graph(graph.edge_index, graph.num_nodes, add_self_loops=attention_kind(variant) == "gat")
-    return time.perf_counter() - start
-
-
-def _clear_csr_cache() -> None:
-    from lipgnn.nn.fused import clear_csr_cache
-
-    clear_csr_cache()
-
-
 def _compared(name: str) -> bool:
     """Whether ``name``'s eval output enters ``max|Δ|`` (stock stacks and the variants without LipschitzNorm,
     which compute the same function as their stock stack)."""
     return name.startswith("pyg_") or not name.endswith("_lip")
 
-
-def eval_output(model: nn.Module, graph: BenchGraph) -> torch.Tensor:
-    """``model``'s eval-mode output on ``graph``, without gradients; the model is left in training mode."""
-    model.eval()
-    with torch.no_grad():
-        out = model(graph.x, graph.edge_index)
-    model.train()
-    return out
 
 
 def _output_diff(models: dict[str, nn.Module], graph: BenchGraph) -> dict[str, float]:
@@ -292,7 +170,7 @@ def bench_config(graph: BenchGraph, depth: int, variants: Sequence[str], repeats
     steps = {v: make_step(m, graph, device) for v, m in models.items()}
 
     def warmup(v: str) -> tuple[float, float, float]:
-        return (_prebuild_csr(v, graph), *measure_step_memory(steps[v], device))
+        return (prebuild_csr(v, graph), *measure_step_memory(steps[v], device))
 
     return _timed(graph, depth, variants, repeats, results, diffs, warmup, lambda v: steps[v](), log)
 
@@ -398,7 +276,7 @@ def run(cfg: BenchConfig, log: Callable[[str], None] = print) -> list[Measuremen
             results += _ckpt_measurement(graph, cfg, results, device, log)
             _write(cfg, results, sources, device, time.perf_counter() - started)
         del graph
-        _clear_csr_cache()
+        clear_csr_cache()
     extras: dict[str, object] = {}
     if cfg.san_depth:
         graph = load_graph("cora", seed=cfg.seed).to(device)
@@ -407,7 +285,7 @@ def run(cfg: BenchConfig, log: Callable[[str], None] = print) -> list[Measuremen
         results += bench_config(graph, cfg.san_depth, list(cfg.san_variants), cfg.san_repeats, device,
                                 hidden=cfg.hidden, heads=cfg.heads, seed=cfg.seed, log=log, **_isolation(cfg, "san"))
         del graph
-        _clear_csr_cache()
+        clear_csr_cache()
         _write(cfg, results, sources, device, time.perf_counter() - started)
     if cfg.floor and device.type == "cpu":
         layers, floor = _layer_floor(cfg, log)
@@ -430,7 +308,7 @@ def _layer_floor(cfg: BenchConfig, log: Callable[[str], None]) -> tuple[list[Mea
     num_edges = get_csr_graph(graph.edge_index, graph.num_nodes, add_self_loops=True).num_edges
     floor = gat_layer_floor(graph.num_nodes, num_edges, cfg.hidden, cfg.hidden)
     timed = time_fused_layer(x, graph.edge_index, cfg.hidden, repeats=max(cfg.repeats, 5))
-    _clear_csr_cache()
+    clear_csr_cache()
     log(f"pubmed: floor of one GAT-Lip layer fwd+bwd {floor.seconds * 1e3:.1f} ms = {floor.flops / 1e6:.0f} MFLOP "
         f"at {floor.gemm_flops_per_s / 1e9:.0f} GFLOP/s + {floor.bytes / 1e6:.1f} MB at "
         f"{floor.mem_bytes_per_s / 1e9:.1f} GB/s")

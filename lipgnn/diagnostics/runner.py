@@ -27,9 +27,7 @@ the command line replaces that axis)::
 from __future__ import annotations
 
 import argparse
-import hashlib
 import itertools
-import json
 import sys
 import time
 from collections.abc import Sequence
@@ -42,6 +40,7 @@ from omegaconf import DictConfig, OmegaConf
 from lipgnn.diagnostics.energy import GraphMeasure
 from lipgnn.diagnostics.probe import DEFINITION, energy_profile
 from lipgnn.errors import ConfigError, LipgnnError
+from lipgnn.identity import run_id
 
 FEATURES: tuple[str, ...] = ("raw", "row")
 DEFAULT_OPTIONS: dict[str, Any] = {"features": "raw"}
@@ -106,7 +105,7 @@ def load_graph(cfg: DictConfig) -> tuple[Any, Any]:
 
 def _dataset_override(overrides: list[str]) -> list[str]:
     """``dataset=cs|physics`` becomes the fallback loader when the suite has no such dataset config."""
-    from lipgnn.cli import CONF_DIR
+    from lipgnn.config import CONF_DIR
 
     out = []
     for item in overrides:
@@ -124,7 +123,7 @@ def compose(overrides: Sequence[str], *, hydra_node: bool = False) -> DictConfig
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    from lipgnn.cli import CONF_DIR
+    from lipgnn.config import CONF_DIR
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         return hydra_compose("config", overrides=_dataset_override(list(overrides)), return_hydra_config=hydra_node)
@@ -160,31 +159,10 @@ def _validate(cfg: DictConfig) -> None:
     validate(cfg)
 
 
-def run_id_for(cfg: DictConfig) -> str:
-    """Readable prefix + a hash of the identity config (as training runs hash it) and the energy options."""
-    from lipgnn.train.run import identity_config
-
-    identity = identity_config(cfg)
-    identity["energy"] = energy_options(cfg)
-    digest = hashlib.sha1(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:10]
-    model = cfg.model
-    parts = [str(model.name)]
-    if model.get("layer_norm", "none") != "none":
-        parts.append(f"{model.layer_norm}ln")
-    if model.get("nonlocal"):
-        parts.append("nl")
-    if cfg.norm.name != "none":
-        parts.append(str(cfg.norm.name))
-    if model.get("init"):
-        parts.append(str(model.init))
-    parts += [str(cfg.dataset.name), energy_options(cfg)["features"], f"L{cfg.depth}", f"s{cfg.seed}", digest]
-    return "-".join(parts)
-
-
 def measure(cfg: DictConfig, data: Any = None, spec: Any = None, graph: GraphMeasure | None = None) -> dict[str, Any]:
     """The record (not yet written) of one untrained model's per-layer energies."""
     from lipgnn.provenance import loaded_commit, versions
-    from lipgnn.train.run import RECORD_SCHEMA
+    from lipgnn.results.store import SCHEMA_VERSION
 
     started = time.time()
     model, data = build_untrained(cfg, data, spec)
@@ -196,9 +174,9 @@ def measure(cfg: DictConfig, data: Any = None, spec: Any = None, graph: GraphMea
     config["energy"] = energy_options(cfg)
     final = profile["laplacian"][-1]
     return {
-        "schema": RECORD_SCHEMA, "run_id": run_id_for(cfg), "experiment": str(cfg.experiment_name),
-        "status": "completed", "config": config, "seed": int(cfg.seed), "git_commit": loaded_commit(),
-        "versions": versions(), "wall_time_s": round(time.time() - started, 3),
+        "schema": SCHEMA_VERSION, "run_id": run_id(cfg, energy=config["energy"]),
+        "experiment": str(cfg.experiment_name), "status": "completed", "config": config, "seed": int(cfg.seed),
+        "git_commit": loaded_commit(), "versions": versions(), "wall_time_s": round(time.time() - started, 3),
         "diagnostics": {"energy": {
             "definition": DEFINITION, "normalise": "nodes", "width": width, "num_nodes": int(data.num_nodes),
             "init": profile, "final_laplacian": final, "final_laplacian_entries": final / width,
@@ -236,7 +214,7 @@ def run_grid(base: Sequence[str], *, overwrite: bool = False, echo: bool = True)
     graphs: dict[tuple[str, str], tuple[Any, Any, GraphMeasure]] = {}
     for overrides in grid_overrides(base):
         cfg = compose(overrides)
-        path = run_record_path(cfg.results_dir, str(cfg.experiment_name), run_id_for(cfg))
+        path = run_record_path(cfg.results_dir, str(cfg.experiment_name), run_id(cfg, energy=energy_options(cfg)))
         if path.exists() and not overwrite:
             continue
         key = (str(cfg.dataset.name), energy_options(cfg)["features"])

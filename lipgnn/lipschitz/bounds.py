@@ -144,7 +144,8 @@ def graph_layer_bound(conv: torch.nn.Module, edge_index: Tensor, num_nodes: int)
     (dot-product or GAT scores are not Lipschitz), the ``reference`` variant, L2 scores, ``beta`` gating
     and edge features return ``math.inf``.
     """
-    from lipgnn.nn import LipGATConv, LipTransformerConv
+    from lipgnn.nn.lip_gat_conv import LipGATConv
+    from lipgnn.nn.lip_transformer_conv import LipTransformerConv
 
     if not getattr(conv, "lipschitz_norm", False) or getattr(conv, "variant", "paper") != "paper":
         return math.inf

@@ -29,8 +29,7 @@ def compose(overrides: list[str]):
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from lipgnn.cli import CONF_DIR
-    from lipgnn.config import validate
+    from lipgnn.config import CONF_DIR, validate
 
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):

@@ -14,8 +14,6 @@ the reduced one every committed record was made with (fewer steps / restarts; st
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import sys
 import time
@@ -26,6 +24,7 @@ import numpy as np
 import torch
 
 from lipgnn.errors import ConfigError
+from lipgnn.identity import run_id
 
 BUDGETS: dict[str, dict[str, dict[str, Any]]] = {
     # Fig. 2 / App. I and K: H = D = 1, W^Q = W^V = W^O = 1, 50 inits X_ij ~ U[-c, c] with c ~ U[0, 10],
@@ -56,24 +55,13 @@ BUDGETS: dict[str, dict[str, dict[str, Any]]] = {
 }
 
 
-def run_id(experiment: str, unit: str, config: dict[str, Any]) -> str:
-    """``<experiment>-<unit>-<budget>-s<seed>-<hash of the config>``. A training config under ``run`` enters the
-    hash as :func:`lipgnn.identity.identity_config` (what changes its numbers), so that keys added to the schema
-    later at their neutral value, and where/how it ran, leave finished units' ids alone."""
-    from lipgnn.identity import identity_config
-
-    hashed = {**config, "run": identity_config(config["run"])} if "run" in config else config
-    digest = hashlib.sha1(json.dumps(hashed, sort_keys=True).encode()).hexdigest()[:10]
-    return f"{experiment}-{unit}-{config['budget']['name']}-s{config['seed']}-{digest}"
-
-
 def _write(results_dir: str, experiment: str, unit: str, config: dict[str, Any], diagnostics: dict[str, Any],
            started: float, overwrite: bool) -> None:
     from lipgnn.provenance import loaded_commit, versions
     from lipgnn.results.store import write_record
 
     record = {
-        "run_id": run_id(experiment, unit, config), "experiment": experiment, "status": "completed",
+        "run_id": run_id(config, unit=unit), "experiment": experiment, "status": "completed",
         "config": config, "seed": config["seed"], "git_commit": loaded_commit(), "versions": versions(),
         "wall_time_s": round(time.time() - started, 3), "diagnostics": diagnostics,
     }
@@ -84,7 +72,7 @@ def _write(results_dir: str, experiment: str, unit: str, config: dict[str, Any],
 def _done(results_dir: str, experiment: str, unit: str, config: dict[str, Any], overwrite: bool) -> bool:
     from lipgnn.results.store import run_record_path
 
-    return not overwrite and run_record_path(results_dir, experiment, run_id(experiment, unit, config)).exists()
+    return not overwrite and run_record_path(results_dir, experiment, run_id(config, unit=unit)).exists()
 
 
 # ------------------------------------------------------------------------------------------ kim_bounds
@@ -309,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     for unit, config, compute in units:
         if _done(options["results_dir"], name, unit, config, overwrite):
-            print(f"[skipped] {run_id(name, unit, config)}: record exists (overwrite=true redoes it)")
+            print(f"[skipped] {run_id(config, unit=unit)}: record exists (overwrite=true redoes it)")
             continue
         started = time.time()
         _write(options["results_dir"], name, unit, config, compute(), started, overwrite)

@@ -4,7 +4,7 @@ blocks (``model.layer_norm``), Guan & He's SAN and nonlocal message passing (``m
 from lipgnn.models.blocks import EmbeddingSum, GNNBlock
 from lipgnn.models.builder import (
     ALL_MODEL_NAMES,
-    ATTENTION_MODELS,
+    BLOCK_ATTENTION_MODELS,
     MODEL_NAMES,
     NONLOCAL_MODELS,
     NORM_NAMES,
@@ -20,7 +20,7 @@ from lipgnn.models.san import SANBlock
 
 __all__ = [
     "ALL_MODEL_NAMES",
-    "ATTENTION_MODELS",
+    "BLOCK_ATTENTION_MODELS",
     "MODEL_NAMES",
     "NONLOCAL_MODELS",
     "NORM_NAMES",

@@ -58,6 +58,15 @@ from torch_geometric.nn import MLP, GatedGraphConv, GCN2Conv, GCNConv, GINConv
 from torch_geometric.nn.dense.linear import Linear as PygLinear
 from torch_geometric.nn.norm import LayerNorm, PairNorm
 
+from lipgnn.config_schema import (
+    GCNIIConfig,
+    LayerNormConfig,
+    LipNormConfig,
+    ModelConfig,
+    PairNormConfig,
+    PygStackConfig,
+    schema_defaults,
+)
 from lipgnn.errors import ConfigError
 from lipgnn.models.blocks import LN_PLACEMENTS, DroppedInputMLP, EmbeddingSum, GNNBlock
 from lipgnn.models.deep import DeepGNN
@@ -65,11 +74,13 @@ from lipgnn.models.nonlocal_mp import NONLOCAL_SOURCES, NonlocalScale
 from lipgnn.models.san import SANBlock
 
 MODEL_NAMES: tuple[str, ...] = ("gcn", "ggnn", "gin", "gat", "gt", "gcnii", "pyg_stack")
-ATTENTION_MODELS: tuple[str, ...] = ("gat", "gt")
+#: The attention models built from the generic deep block (their fused twins: CUDA's ``impl=auto`` picks them on
+#: large graphs); the config's ``ATTENTION_MODELS`` (:mod:`lipgnn.config_schema`) adds SAN and pyg_stack.
+BLOCK_ATTENTION_MODELS: tuple[str, ...] = ("gat", "gt")
 #: ``model=pyg_stack``: ``model.conv`` -> PyG's stock attention layer of every block.
 PYG_STACK_CONVS: tuple[str, ...] = ("gat", "gatv2", "transformer")
 #: Block models whose scores ``norm=lip`` normalises: the suite's GAT/GT and PyG's stock layers (pyg_stack).
-LIP_MODELS: tuple[str, ...] = (*ATTENTION_MODELS, "pyg_stack")
+LIP_MODELS: tuple[str, ...] = (*BLOCK_ATTENTION_MODELS, "pyg_stack")
 #: Guan & He's self-attention GNN (:mod:`lipgnn.models.san`): its own block, norm none | lip only.
 SAN_NAME = "san"
 #: Models with a fused (CSR) implementation (the config validator's ``FUSED_MODELS``, tested equal).
@@ -112,8 +123,18 @@ def activation_class(model: str, activation: str) -> type[nn.Module] | None:
     return _ACTIVATIONS[model] if activation == "default" else _NAMED_ACTIVATIONS[activation]
 
 
-def _opt(cfg: Any, key: str, default: Any) -> Any:
-    """``cfg.key`` or ``default``: works for DictConfig (struct or not), dataclasses and namespaces."""
+#: Each model and norm key's default: the schemas' (:mod:`lipgnn.config_schema`), the one place of every
+#: default; a config that leaves a key out (the bench's, a test's) gets the value a composed config would.
+DEFAULTS: dict[str, Any] = schema_defaults(ModelConfig, GCNIIConfig, PygStackConfig, LipNormConfig, PairNormConfig,
+                                           LayerNormConfig)
+_SCHEMA = object()
+
+
+def _opt(cfg: Any, key: str, default: Any = _SCHEMA) -> Any:
+    """``cfg.key``, or the schema's default of ``key`` (``default`` only for keys the schemas do not have):
+    works for DictConfig (struct or not), dataclasses and namespaces."""
+    if default is _SCHEMA:
+        default = DEFAULTS[key]
     if cfg is None:
         return default
     try:
@@ -142,15 +163,15 @@ def xavier_init_(module: nn.Module) -> nn.Module:
 
 
 def _nonlocal_options(model_cfg: Any, name: str, aggregation: str) -> NonlocalScale | None:
-    if not bool(_opt(model_cfg, "nonlocal", False)):
+    if not bool(_opt(model_cfg, "nonlocal")):
         return None
     if name not in NONLOCAL_MODELS:
         raise ConfigError(f"model.nonlocal=true needs an attention model ({', '.join(NONLOCAL_MODELS)}), "
                           f"not model={name}")
     if aggregation != "concat":
         raise ConfigError("model.nonlocal=true scales each head separately; use model.head_aggregation=concat")
-    source = _choice(_opt(model_cfg, "nonlocal_source", "x"), NONLOCAL_SOURCES, "model.nonlocal_source")
-    return NonlocalScale(source=source, grad=bool(_opt(model_cfg, "nonlocal_grad", True)))
+    source = _choice(_opt(model_cfg, "nonlocal_source"), NONLOCAL_SOURCES, "model.nonlocal_source")
+    return NonlocalScale(source=source, grad=bool(_opt(model_cfg, "nonlocal_grad")))
 
 
 #: Edges per training step from which ``model.impl=auto`` builds GAT and GT fused on a GPU. On an H100
@@ -170,7 +191,7 @@ def resolve_impl(impl: str, name: str, device: torch.device | str | None = None,
         return impl
     if device is None or torch.device(device).type == "cpu":
         return "fused" if name in FUSED_MODELS else "pyg"
-    return "fused" if name in ATTENTION_MODELS and step_edges >= CUDA_FUSED_MIN_EDGES else "pyg"
+    return "fused" if name in BLOCK_ATTENTION_MODELS and step_edges >= CUDA_FUSED_MIN_EDGES else "pyg"
 
 
 def attention_conv_classes(impl: str) -> tuple[type[nn.Module], type[nn.Module]]:
@@ -257,8 +278,8 @@ def _spec_fields(spec: Any) -> tuple[str, int, tuple[int, ...], int, int | None]
 def _score_kwargs(model_cfg: Any, name: str, norm: str, impl: str) -> dict[str, Any]:
     """GT's ``model.score`` (dot | l2, Kim et al. eq. 10) and ``model.tie_qk``; empty for the defaults so
     every other model (and the fused path) is built exactly as before."""
-    score = _choice(_opt(model_cfg, "score", "dot"), SCORES, "model.score")
-    tie_qk = bool(_opt(model_cfg, "tie_qk", False))
+    score = _choice(_opt(model_cfg, "score"), SCORES, "model.score")
+    tie_qk = bool(_opt(model_cfg, "tie_qk"))
     if score == "dot" and not tie_qk:
         return {}
     if name != "gt":
@@ -276,7 +297,8 @@ def build_model(model_cfg: Any, norm_cfg: Any, spec: Any, depth: int,
     Args:
         model_cfg: ``conf/model/*.yaml`` (name, hidden, heads, head_aggregation, dropout, attn_dropout,
             residual, impl, gcnii_alpha, gcnii_theta, layer_norm, activation).
-        norm_cfg: ``conf/norm/*.yaml`` (name; scale, scale_individually; affine, mode; alpha, variant).
+        norm_cfg: ``conf/norm/*.yaml`` (name; scale, scale_individually; affine, mode; alpha, formula, layernorm).
+            A key either config leaves out takes the schema's default (:data:`DEFAULTS`).
         spec: the dataset's :class:`~lipgnn.data.spec.DataSpec` (duck-typed).
         depth: number of message-passing layers (>= 1).
         device: where the model will run; only ``model.impl=auto`` reads it (:func:`resolve_impl`).
@@ -290,7 +312,7 @@ def build_model(model_cfg: Any, norm_cfg: Any, spec: Any, depth: int,
     if name is None or str(name) not in ALL_MODEL_NAMES:
         raise ConfigError(f"model.name={name} is unknown; choose one of: {', '.join(ALL_MODEL_NAMES)}")
     name = str(name)
-    init = _choice(_opt(model_cfg, "init", "default"), INITS, "model.init")
+    init = _choice(_opt(model_cfg, "init"), INITS, "model.init")
     if name == SAN_NAME:
         net = _build_san(model_cfg, norm_cfg, spec, depth, device)
     else:
@@ -306,19 +328,19 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
         raise ConfigError(f"depth={depth} is invalid; the number of message-passing layers must be an integer >= 1")
     depth = int(depth)
 
-    hidden = int(_opt(model_cfg, "hidden", 0))
+    hidden = int(_opt(model_cfg, "hidden"))
     if hidden < 1:
         raise ConfigError(f"model.hidden={hidden} is invalid; set a hidden width >= 1")
-    dropout = float(_opt(model_cfg, "dropout", 0.0))
-    attn_dropout = float(_opt(model_cfg, "attn_dropout", 0.0))
+    dropout = float(_opt(model_cfg, "dropout"))
+    attn_dropout = float(_opt(model_cfg, "attn_dropout"))
     for key, p in (("model.dropout", dropout), ("model.attn_dropout", attn_dropout)):
         if not 0.0 <= p < 1.0:
             raise ConfigError(f"{key}={p} is invalid; a dropout probability must lie in [0, 1)")
-    residual = bool(_opt(model_cfg, "residual", False))
-    requested_impl = _opt(model_cfg, "impl", "pyg")
+    residual = bool(_opt(model_cfg, "residual"))
+    requested_impl = _opt(model_cfg, "impl")
     impl = resolve_impl(requested_impl, name, device, int(getattr(spec, "step_edges", 0)))
-    placement = _choice(_opt(model_cfg, "layer_norm", "none"), LN_PLACEMENTS, "model.layer_norm")
-    act_cls = activation_class(name, _opt(model_cfg, "activation", "default"))
+    placement = _choice(_opt(model_cfg, "layer_norm"), LN_PLACEMENTS, "model.layer_norm")
+    act_cls = activation_class(name, _opt(model_cfg, "activation"))
 
     if norm == "lip" and name not in LIP_MODELS:
         raise ConfigError(
@@ -335,15 +357,15 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
     input_kind, num_features, vocab_sizes, num_classes, edge_dim = _spec_fields(spec)
 
     # One NonlocalScale per block (each keeps its last factors for diagnostics); None without nonlocal.
-    aggregation = str(_opt(model_cfg, "head_aggregation", "concat"))
+    aggregation = str(_opt(model_cfg, "head_aggregation"))
     _nonlocal_options(model_cfg, name, aggregation)  # validates before anything is built
 
     # Per-model conv factory: layer index -> (conv, how to call it).
     if name in LIP_MODELS:
-        heads = int(_opt(model_cfg, "heads", 1))
+        heads = int(_opt(model_cfg, "heads"))
         if heads < 1:
             raise ConfigError(f"model.heads={heads} is invalid; use at least one attention head")
-        aggregation = _choice(_opt(model_cfg, "head_aggregation", "concat"), HEAD_AGGREGATIONS,
+        aggregation = _choice(_opt(model_cfg, "head_aggregation"), HEAD_AGGREGATIONS,
                               "model.head_aggregation")
         concat = aggregation == "concat"
         if concat and hidden % heads != 0:
@@ -354,8 +376,8 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
         channels = hidden // heads if concat else hidden
         lip_kwargs: dict[str, Any] = {"lipschitz_norm": norm == "lip"}
         if norm == "lip":
-            lip_kwargs["alpha"] = float(_opt(norm_cfg, "alpha", 1.0))
-            lip_kwargs["variant"] = _choice(_opt(norm_cfg, "formula", "paper"), LIP_VARIANTS, "norm.formula")
+            lip_kwargs["alpha"] = float(_opt(norm_cfg, "alpha"))
+            lip_kwargs["variant"] = _choice(_opt(norm_cfg, "formula"), LIP_VARIANTS, "norm.formula")
         gat_cls, gt_cls = attention_conv_classes(impl)
         if impl == "fused" and act_cls is nn.ELU:
             from lipgnn.nn.fused import ELU as FusedELU  # the same function, one compiled loop on CPU
@@ -391,8 +413,8 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
             # plain_last=False puts BatchNorm and ReLU after the second Linear too.
             return gin_cls(MLP([hidden, hidden, hidden], norm="batch_norm", plain_last=False)), "plain"
     else:  # gcnii
-        gcnii_alpha = float(_opt(model_cfg, "gcnii_alpha", 0.1))
-        gcnii_theta = float(_opt(model_cfg, "gcnii_theta", 0.5))
+        gcnii_alpha = float(_opt(model_cfg, "gcnii_alpha"))
+        gcnii_theta = float(_opt(model_cfg, "gcnii_theta"))
 
         gcn2_cls = plain_conv_class(name, impl)
 
@@ -401,22 +423,22 @@ def _build_gnn(name: str, model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
 
     # Normalisation modules are built per layer (LayerNorm has per-layer affine parameters).
     if norm == "pairnorm":
-        pn_scale = float(_opt(norm_cfg, "scale", 1.0))
-        pn_si = bool(_opt(norm_cfg, "scale_individually", False))
+        pn_scale = float(_opt(norm_cfg, "scale"))
+        pn_si = bool(_opt(norm_cfg, "scale_individually"))
         pair_norm_cls = pair_norm_class(requested_impl)
     elif norm == "layernorm":
-        ln_affine = bool(_opt(norm_cfg, "affine", True))
-        ln_mode = _choice(_opt(norm_cfg, "mode", "graph"), LAYERNORM_MODES, "norm.mode")
+        ln_affine = bool(_opt(norm_cfg, "affine"))
+        ln_mode = _choice(_opt(norm_cfg, "mode"), LAYERNORM_MODES, "norm.mode")
     # norm=lip with norm.layernorm=graph|node: the authors' GT option lipschitznorm+layernorm, LipschitzNorm in the
     # scores and the same LayerNorm slot as norm=layernorm (after the conv, before the activation; affine).
-    lip_ln = _choice(_opt(norm_cfg, "layernorm", "none"), ("none", *LAYERNORM_MODES), "norm.layernorm") \
+    lip_ln = _choice(_opt(norm_cfg, "layernorm"), ("none", *LAYERNORM_MODES), "norm.layernorm") \
         if norm == "lip" else "none"
     if lip_ln != "none":
         ln_affine, ln_mode = True, lip_ln
 
     # model.act_on_last (absent = false): the activation on the last block too, as in Alon & Yahav's TREES
     # layers, whose readout is a separate Linear.
-    act_on_last = name == "gcnii" or bool(_opt(model_cfg, "act_on_last", False))
+    act_on_last = name == "gcnii" or bool(_opt(model_cfg, "act_on_last"))
     blocks: list[GNNBlock] = []
     for layer in range(depth):
         conv, call = make_conv(layer)
@@ -466,7 +488,7 @@ def _pyg_stack_conv(model_cfg: Any, norm_cfg: Any, norm: str, hidden: int, chann
 
     from lipgnn.nn.wrap import lipschitz_norm
 
-    kind = _choice(_opt(model_cfg, "conv", "gat"), PYG_STACK_CONVS, "model.conv")
+    kind = _choice(_opt(model_cfg, "conv"), PYG_STACK_CONVS, "model.conv")
     common = {"heads": heads, "concat": concat, "dropout": attn_dropout, "edge_dim": edge_dim}
     if kind == "gat":
         conv: nn.Module = GATConv(hidden, channels, add_self_loops=True, **common)
@@ -478,8 +500,8 @@ def _pyg_stack_conv(model_cfg: Any, norm_cfg: Any, norm: str, hidden: int, chann
         return conv
     on_cpu = device is None or torch.device(device).type == "cpu"
     impl = "pyg" if requested_impl == "pyg" or not on_cpu else ("fused" if requested_impl == "fused" else "auto")
-    formula = _choice(_opt(norm_cfg, "formula", "paper"), LIP_VARIANTS, "norm.formula")
-    return lipschitz_norm(conv, float(_opt(norm_cfg, "alpha", 1.0)), variant=formula, impl=impl)
+    formula = _choice(_opt(norm_cfg, "formula"), LIP_VARIANTS, "norm.formula")
+    return lipschitz_norm(conv, float(_opt(norm_cfg, "alpha")), variant=formula, impl=impl)
 
 
 def _build_san(model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
@@ -491,31 +513,31 @@ def _build_san(model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
                           "use norm=none or norm=lip")
     if isinstance(depth, bool) or int(depth) != depth or int(depth) < 1:
         raise ConfigError(f"depth={depth} is invalid; the number of message-passing layers must be an integer >= 1")
-    hidden = int(_opt(model_cfg, "hidden", 0))
-    heads = int(_opt(model_cfg, "heads", 1))
+    hidden = int(_opt(model_cfg, "hidden"))
+    heads = int(_opt(model_cfg, "heads"))
     if hidden < 1 or heads < 1 or hidden % heads != 0:
         raise ConfigError(f"model.hidden={hidden} and model.heads={heads} are invalid for model=san: "
                           "use hidden >= 1 and heads >= 1 dividing hidden (head size = hidden / heads)")
-    ffn_hidden = int(_opt(model_cfg, "ffn_hidden", 2 * hidden))
+    ffn_hidden = int(_opt(model_cfg, "ffn_hidden"))
     if ffn_hidden < 1:
         raise ConfigError(f"model.ffn_hidden={ffn_hidden} is invalid; set the FFN width >= 1")
-    dropout = float(_opt(model_cfg, "dropout", 0.0))
-    attn_dropout = float(_opt(model_cfg, "attn_dropout", 0.0))
+    dropout = float(_opt(model_cfg, "dropout"))
+    attn_dropout = float(_opt(model_cfg, "attn_dropout"))
     for key, p in (("model.dropout", dropout), ("model.attn_dropout", attn_dropout)):
         if not 0.0 <= p < 1.0:
             raise ConfigError(f"{key}={p} is invalid; a dropout probability must lie in [0, 1)")
-    requested_impl = _opt(model_cfg, "impl", "pyg")
+    requested_impl = _opt(model_cfg, "impl")
     impl = resolve_impl(requested_impl, SAN_NAME, device)
-    placement = _choice(_opt(model_cfg, "layer_norm", "post"), LN_PLACEMENTS, "model.layer_norm")
-    act_cls = activation_class(SAN_NAME, _opt(model_cfg, "activation", "default"))
-    aggregation = _choice(_opt(model_cfg, "head_aggregation", "concat"), HEAD_AGGREGATIONS, "model.head_aggregation")
+    placement = _choice(_opt(model_cfg, "layer_norm"), LN_PLACEMENTS, "model.layer_norm")
+    act_cls = activation_class(SAN_NAME, _opt(model_cfg, "activation"))
+    aggregation = _choice(_opt(model_cfg, "head_aggregation"), HEAD_AGGREGATIONS, "model.head_aggregation")
     if aggregation != "concat":
         raise ConfigError("model=san concatenates its heads (MP = (P_1 X V_1 || ... || P_h X V_h) W); "
                           "use model.head_aggregation=concat")
     lip_kwargs: dict[str, Any] = {"lipschitz_norm": norm == "lip"}
     if norm == "lip":
-        lip_kwargs["alpha"] = float(_opt(norm_cfg, "alpha", 1.0))
-        lip_kwargs["variant"] = _choice(_opt(norm_cfg, "variant", "paper"), LIP_VARIANTS, "norm.variant")
+        lip_kwargs["alpha"] = float(_opt(norm_cfg, "alpha"))
+        lip_kwargs["variant"] = _choice(_opt(norm_cfg, "formula"), LIP_VARIANTS, "norm.formula")
     _, gt_cls = attention_conv_classes(impl)
     input_kind, num_features, vocab_sizes, num_classes, _ = _spec_fields(spec)
 

@@ -27,10 +27,10 @@ import pandas as pd
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
+from lipgnn.config import CONF_DIR
 from lipgnn.identity import NEUTRAL, NON_IDENTITY_KEYS, get_dotted
 from lipgnn.results.records import IGNORED_CONFIG_KEYS
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 # Groups whose YAML is placed under its own name (the others in conf/ are ``@package _global_``).
 _PACKAGED_GROUPS = ("model", "norm", "dataset", "train", "logger", "budget")
 
@@ -164,7 +164,7 @@ def _default_epochs(conf_dir: Path, experiment: str) -> Any:
 def declared_grid(experiment: str, budget: str, conf_dir: Path | None = None) -> DeclaredGrid | None:
     """The declared sweeps of ``experiment`` at ``budget`` (under ``conf_dir``, default ``CONF_DIR``), or None
     when it declares none."""
-    return _declared_grid(experiment, budget, Path(conf_dir) if conf_dir is not None else CONF_DIR)
+    return _declared_grid(experiment, budget, Path(conf_dir if conf_dir is not None else CONF_DIR))
 
 
 @cache

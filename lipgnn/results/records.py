@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 from omegaconf import OmegaConf
 
+from lipgnn.config import CONF_DIR
 from lipgnn.identity import config_key as identity_config_key
 from lipgnn.identity import get_dotted
 
@@ -70,13 +71,10 @@ def variant_label(model: str, norm: str | None, residual: bool = False) -> str:
     return name
 
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
-
-
 @cache
 def _norm_defaults(name: str) -> dict[str, Any]:
     """The keys of ``conf/norm/<name>.yaml`` (the paper's setting of that normalisation)."""
-    path = CONF_DIR / "norm" / f"{name}.yaml"
+    path = Path(CONF_DIR) / "norm" / f"{name}.yaml"
     if not path.exists():
         return {}
     return {k: v for k, v in OmegaConf.to_container(OmegaConf.load(path)).items() if k != "name"}

@@ -31,7 +31,6 @@ from lipgnn.train.checkpoint import InvalidCheckpoint, load_checkpoint, read_hea
 
 log = logging.getLogger("lipgnn")
 
-RECORD_SCHEMA = 1
 FINISHED = ("completed", "diverged")
 # run_id_for and identity_config are re-exported: lipgnn.identity defines both run ids and cell keys.
 __all__ = ["identity_config", "run", "run_id_for"]
@@ -149,13 +148,13 @@ def _finished(record_path: Path) -> dict[str, Any] | None:
 
 
 def _run_locked(cfg: DictConfig, run_id: str, progress: bool | None, parallel_jobs: int) -> dict[str, Any]:
-    from lipgnn.results.store import write_failure_record
+    from lipgnn.results.store import SCHEMA_VERSION, write_failure_record
 
     ckpt_path = checkpoint_path(cfg, run_id)
     earlier, discarded = _prepare_checkpoint(cfg, run_id, ckpt_path)
     threads = resolve_threads(cfg.train.num_threads, parallel_jobs)
     base = {
-        "schema": RECORD_SCHEMA, "run_id": run_id, "experiment": str(cfg.experiment_name),
+        "schema": SCHEMA_VERSION, "run_id": run_id, "experiment": str(cfg.experiment_name),
         "config": OmegaConf.to_container(cfg, resolve=True), "seed": int(cfg.seed),
         "versions": versions(), "git_commit": loaded_commit(), "num_threads": threads,
     }

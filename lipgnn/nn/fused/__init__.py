@@ -21,8 +21,11 @@ Layout (one job per module, as PyG splits ``torch_geometric.nn.conv`` from ``tor
 ``locality``                deep stacks on large graphs run relabelled in reverse Cuthill–McKee order
                             (memory locality), every dropout decision in the caller's coordinates
 ``activation``              ELU (the deep GAT/GT blocks' activation) as one compiled loop each way
-``kernels``                 the compiled CPU loops (numba) of all of the above; each has an eager twin
-                            in the module that calls it (CUDA, or ``LIPGNN_KERNELS=eager``)
+``kernels``                 what the compiled CPU loops (numba) share: the switch to their eager twins
+                            (each in the module that calls it; CUDA, or ``LIPGNN_KERNELS=eager``), the
+                            decorators; the loops by family: ``score_kernels`` (attention scores and
+                            LipschitzNorm), ``sparse_kernels`` (SDDMM, row softmax, SpMM), and
+                            ``elementwise_kernels`` (dropout, ELU, GRU cell, PairNorm)
 ``gat_conv``                :class:`FusedLipGATConv`
 ``gcn_conv``                :class:`FusedGCNConv` (GCN's normalised propagation as one CSR product)
 ``gcn2_conv``               :class:`FusedGCN2Conv` (GCNII: the same propagation, PyG's initial residual)

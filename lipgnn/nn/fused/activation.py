@@ -8,7 +8,7 @@ r"""ELU for the fused path (``model.impl=fused``), equal to ``torch.nn.ELU`` wit
 (Clevert et al. 2016, eq. (1); the activation of the deep GAT/GT blocks, :mod:`lipgnn.models.blocks`.)
 Why not ``torch.nn.ELU``: on one CPU thread its kernel costs more than the fused layer's projection
 GEMM on PubMed's ``[19717, 64]`` hidden features; here it is one compiled loop forward and one backward
-(:func:`lipgnn.nn.fused.kernels.bias_elu`), the backward reading the saved output only. A fused GAT layer
+(:func:`lipgnn.nn.fused.elementwise_kernels.bias_elu`), the backward reading the saved output only. A fused GAT layer
 followed by an ELU applies it together with its bias (:func:`bias_elu`, through ``FusedLipGATConv.forward``'s
 ``activation=``): one pass over ``[N, F]`` instead of two each way. CUDA tensors,
 float64, ``inplace=True`` and ``LIPGNN_KERNELS=eager`` use ``torch.nn.ELU``'s own forward.
@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lipgnn.nn.fused import kernels
+from lipgnn.nn.fused import elementwise_kernels, kernels
 
 __all__ = ["ELU", "bias_elu"]
 
@@ -28,7 +28,7 @@ __all__ = ["ELU", "bias_elu"]
 class _BiasELU(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, bias: Tensor | None, alpha: float) -> Tensor:  # type: ignore[override]
-        out = kernels.bias_elu(x, bias, alpha)
+        out = elementwise_kernels.bias_elu(x, bias, alpha)
         ctx.alpha, ctx.with_bias = alpha, bias is not None
         ctx.save_for_backward(out)
         return out
@@ -36,7 +36,8 @@ class _BiasELU(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor | None, None]:  # type: ignore[override]
         (out,) = ctx.saved_tensors
-        return (*kernels.bias_elu_backward(grad, out, ctx.alpha, ctx.with_bias and ctx.needs_input_grad[1]), None)
+        with_bias = ctx.with_bias and ctx.needs_input_grad[1]
+        return (*elementwise_kernels.bias_elu_backward(grad, out, ctx.alpha, with_bias), None)
 
 
 def _compiled(x: Tensor, bias: Tensor | None) -> bool:

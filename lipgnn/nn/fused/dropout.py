@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from lipgnn.nn.fused import kernels
+from lipgnn.nn.fused import elementwise_kernels, kernels
 
 __all__ = ["dropout"]
 
@@ -45,8 +45,8 @@ class _Dropout(torch.autograd.Function):
 
 def _apply(x: Tensor, out: Tensor, seed: int, keep: float, rows: Tensor | None) -> Tensor:
     if rows is None:
-        return kernels.dropout_(x, out, seed, keep)
-    return kernels.dropout_rows_(x, out, rows, seed, keep)
+        return elementwise_kernels.dropout_(x, out, seed, keep)
+    return elementwise_kernels.dropout_rows_(x, out, rows, seed, keep)
 
 
 def dropout(x: Tensor, p: float, training: bool = True, rows: Tensor | None = None) -> Tensor:

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.parameter import is_lazy
 
-from lipgnn.nn.fused import gat_one_head, gat_small, kernels
+from lipgnn.nn.fused import gat_one_head, gat_small, kernels, score_kernels
 from lipgnn.nn.fused.activation import bias_elu
 from lipgnn.nn.fused.base import CSRHeads, fallback_reason, finish_heads
 from lipgnn.nn.fused.dropout import dropout
@@ -24,7 +24,7 @@ __all__ = ["FusedLipGATConv"]
 class _NodeScores(torch.autograd.Function):
     """GAT's per-node score terms ``[N, H, 2]`` (``a_src·Wx``, ``a_dst·Wx``) from the projection
     ``x`` ``[N, H, C]`` and the attention vectors ``att_src``, ``att_dst`` ``[H, C]``, and optionally
-    ``‖Wx‖²`` ``[N, H]`` from the same pass (:func:`lipgnn.nn.fused.kernels.gat_node_terms`; eagerly, one
+    ``‖Wx‖²`` ``[N, H]`` from the same pass (:func:`lipgnn.nn.fused.score_kernels.gat_node_terms`; eagerly, one
     product with the block-diagonal ``[H·C, 2H]`` matrix of attention vectors and a norm pass).
 
     The projection itself is passed through as the first output, to be used downstream (the SpMM)
@@ -38,7 +38,7 @@ class _NodeScores(torch.autograd.Function):
         ctx.save_for_backward(x, att_src, att_dst)
         ctx.compiled = kernels.available(x, att_src, att_dst)
         if ctx.compiled:
-            both, sq = kernels.gat_node_terms(x, att_src, att_dst, with_norm)
+            both, sq = score_kernels.gat_node_terms(x, att_src, att_dst, with_norm)
         else:
             both = (x.reshape(x.size(0), -1) @ _block_att(att_src, att_dst)).view(x.size(0), x.size(1), 2)
             sq = sq_norm_nograd(x) if with_norm else None
@@ -54,7 +54,7 @@ class _NodeScores(torch.autograd.Function):
         # backward or autograd's sum, which nothing else reads, so it is accumulated in place.
         grad_x = grad_pass if grad_pass.is_contiguous() else grad_pass.contiguous()
         if ctx.compiled:
-            return (*kernels.gat_node_terms_backward(grad_x, x, att_src, att_dst, grad_both, grad_sq), None)
+            return (*score_kernels.gat_node_terms_backward(grad_x, x, att_src, att_dst, grad_both, grad_sq), None)
         H, C = att_src.shape
         flat = x.reshape(x.size(0), -1)
         g = grad_both.reshape(x.size(0), -1)

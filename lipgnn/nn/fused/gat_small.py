@@ -57,7 +57,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from lipgnn.nn.fused import kernels
+from lipgnn.nn.fused import elementwise_kernels, kernels
 from lipgnn.nn.fused.dropout import dropout
 from lipgnn.nn.fused.graph import CSRGraph
 from lipgnn.nn.fused.kernels import _np, _zero, numba
@@ -165,8 +165,8 @@ if numba is not None:
         # Second half: alpha [E, H] holds exp(shifted scores); normalised in place (PyG's softmax), then
         # out [N, H·C] (concat) or [N, C] = bias + the rows' weighted sums of z [N, H·C]; with ``dropped`` the
         # weights are multiplied by drop [E, H] (attention dropout: 1 / (1 - p) or 0), alpha keeps them undropped;
-        # with ``elu`` (float32 only: kernels._bias_elu_row's polynomial) each finished row becomes ELU(row)
-        # while it is in cache, as kernels.bias_elu would in a second pass
+        # with ``elu`` (float32 only: elementwise_kernels._bias_elu_row's polynomial) each finished row becomes ELU(row)
+        # while it is in cache, as elementwise_kernels.bias_elu would in a second pass
         n, hc = z.shape
         heads = alpha.shape[1]
         width = hc // heads
@@ -175,7 +175,7 @@ if numba is not None:
         row = np.empty(hc, z.dtype)
         f_dim = out.shape[1]
         no_bias = np.zeros(f_dim, z.dtype)
-        elu_h, elu_poly, elu_bits, elu_pow2 = kernels._elu_row_scratch(f_dim)
+        elu_h, elu_poly, elu_bits, elu_pow2 = elementwise_kernels._elu_row_scratch(f_dim)
         for i in range(n):
             start, stop = rowptr[i], rowptr[i + 1]
             for k in range(hc):
@@ -209,7 +209,8 @@ if numba is not None:
                         acc += row[h * width + c]
                     out[i, c] = bias[c] + acc * inv_heads
             if elu:
-                kernels._bias_elu_row(out[i], no_bias, out[i], elu_alpha, one, elu_h, elu_poly, elu_bits, elu_pow2)
+                elementwise_kernels._bias_elu_row(out[i], no_bias, out[i], elu_alpha, one, elu_h, elu_poly, elu_bits,
+                                                  elu_pow2)
 
     @_jit
     def _backward(grad, z, att_src, att_dst, rowptr, col, slope, concat, alpha, dropped, drop, node, lip, att_norm,
@@ -220,7 +221,8 @@ if numba is not None:
         # t and sq; written: grad_att_* [H·C], grad_bias [H·C] or [C] (summed in float64); delta [max degree, H]
         # scratch. With attention dropout the weights are a·m (m = drop[e, h]), so ∂z_j gets a·m·g_i and the
         # softmax sees ∂a = m·(g_i·z_j). With ``elu``, grad is the ELU output's and y that output: each row is
-        # first taken through the ELU (∂/∂x = 1 for y > 0, y + α otherwise, kernels.bias_elu_backward's rule).
+        # first taken through the ELU (∂/∂x = 1 for y > 0, y + α otherwise: the rule of
+        # elementwise_kernels.bias_elu_backward).
         n, hc = z.shape
         heads = node.shape[2]
         width = hc // heads

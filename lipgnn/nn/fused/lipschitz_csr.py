@@ -25,7 +25,7 @@ import math
 import torch
 from torch import Tensor
 
-from lipgnn.nn.fused import kernels
+from lipgnn.nn.fused import kernels, score_kernels
 from lipgnn.nn.fused.graph import CSRGraph
 from lipgnn.nn.fused.sparse import gather_rows, scatter_rows_sum
 from lipgnn.nn.lipschitz import (
@@ -55,7 +55,7 @@ class _NeighbourMax(torch.autograd.Function):
     def forward(ctx, s: Tensor, graph: CSRGraph) -> Tensor:  # type: ignore[override]
         ctx.graph = graph
         if kernels.available(s):
-            m, arg, count = kernels.neighbour_max(s, graph.rowptr, graph.col, graph.num_dst)
+            m, arg, count = score_kernels.neighbour_max(s, graph.rowptr, graph.col, graph.num_dst)
             ctx.compiled = True
             ctx.save_for_backward(s, m, arg, count)
             return m
@@ -71,7 +71,7 @@ class _NeighbourMax(torch.autograd.Function):
         graph: CSRGraph = ctx.graph
         if ctx.compiled:
             s, m, arg, count = ctx.saved_tensors
-            return kernels.neighbour_max_backward(grad_m, s, m, arg, count, graph.rowptr, graph.col), None
+            return score_kernels.neighbour_max_backward(grad_m, s, m, arg, count, graph.rowptr, graph.col), None
         s_edge, m = ctx.saved_tensors
         # 1 on the maximising edges, else 0: m_i - s_e >= 0, so 1 - sign(m_i - s_e) is that indicator
         # (float arithmetic; the boolean eq/where/nonzero kernels are several times slower on CPU).
@@ -194,21 +194,21 @@ def transformer_denominator_csr(
 
 class _Eq19Scale(torch.autograd.Function):
     """Eq. (19)'s ``α / c_i`` (paper variant) in one compiled per-node pass and its hand-written
-    backward (:func:`lipgnn.nn.fused.kernels.eq19_scale`); equal in value and gradient to ``α`` divided by
+    backward (:func:`lipgnn.nn.fused.score_kernels.eq19_scale`); equal in value and gradient to ``α`` divided by
     :func:`transformer_denominator_csr`, which takes about 25 small per-node operations for it."""
 
     @staticmethod
     def forward(ctx, q_sq: Tensor, k_max: Tensor, v_max: Tensor, graph: CSRGraph, alpha: float,  # type: ignore[override]
                 eps: float) -> Tensor:
         ctx.graph, ctx.alpha, ctx.eps = graph, alpha, eps
-        scale, uvw = kernels.eq19_scale(q_sq, k_max, v_max, graph.rowptr, alpha, eps)
+        scale, uvw = score_kernels.eq19_scale(q_sq, k_max, v_max, graph.rowptr, alpha, eps)
         ctx.save_for_backward(uvw)
         return scale
 
     @staticmethod
     def backward(ctx, grad: Tensor):  # type: ignore[override]
         (uvw,) = ctx.saved_tensors
-        grads = kernels.eq19_scale_backward(grad, uvw, ctx.graph.rowptr, ctx.alpha, ctx.eps)
+        grads = score_kernels.eq19_scale_backward(grad, uvw, ctx.graph.rowptr, ctx.alpha, ctx.eps)
         return (*grads, None, None, None)
 
 
@@ -219,7 +219,7 @@ class _NeighbourMaxPair(torch.autograd.Function):
     @staticmethod
     def forward(ctx, s1: Tensor, s2: Tensor, graph: CSRGraph) -> tuple[Tensor, Tensor]:  # type: ignore[override]
         ctx.graph = graph
-        (m1, a1, c1), (m2, a2, c2) = kernels.neighbour_max_pair(s1, s2, graph.rowptr, graph.col, graph.num_dst)
+        (m1, a1, c1), (m2, a2, c2) = score_kernels.neighbour_max_pair(s1, s2, graph.rowptr, graph.col, graph.num_dst)
         ctx.save_for_backward(s1, m1, a1, c1, s2, m2, a2, c2)
         return m1, m2
 
@@ -227,8 +227,8 @@ class _NeighbourMaxPair(torch.autograd.Function):
     def backward(ctx, g1: Tensor, g2: Tensor):  # type: ignore[override]
         s1, m1, a1, c1, s2, m2, a2, c2 = ctx.saved_tensors
         graph: CSRGraph = ctx.graph
-        return (kernels.neighbour_max_backward(g1, s1, m1, a1, c1, graph.rowptr, graph.col),
-                kernels.neighbour_max_backward(g2, s2, m2, a2, c2, graph.rowptr, graph.col), None)
+        return (score_kernels.neighbour_max_backward(g1, s1, m1, a1, c1, graph.rowptr, graph.col),
+                score_kernels.neighbour_max_backward(g2, s2, m2, a2, c2, graph.rowptr, graph.col), None)
 
 
 def transformer_scale_csr(

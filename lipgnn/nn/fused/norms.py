@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from lipgnn.nn.fused import kernels
+from lipgnn.nn.fused import kernels, score_kernels
 
 __all__ = ["SPARSE_NORM_GRAD_SHARE", "add_sq_norm_grad_", "row_sq_norm", "sq_norm_nograd", "with_sq_norm"]
 
@@ -20,7 +20,7 @@ __all__ = ["SPARSE_NORM_GRAD_SHARE", "add_sq_norm_grad_", "row_sq_norm", "sq_nor
 def sq_norm_nograd(x: Tensor) -> Tensor:
     """``‖x‖²`` over the last dim, outside autograd (the functions below define its gradient)."""
     if x.dim() == 3 and kernels.available(x):
-        return kernels.sq_norm(x)
+        return score_kernels.sq_norm(x)
     return torch.linalg.vector_norm(x, dim=-1).square_()
 
 
@@ -54,7 +54,7 @@ def add_sq_norm_grad_(grad_x: Tensor, x: Tensor, grad_sq: Tensor, row_sparse: bo
     a pass of its own); GPUs always take the dense pass (no host sync to count the rows).
     """
     if grad_x.is_contiguous() and kernels.available(grad_x, x, grad_sq):
-        return kernels.add_sq_norm_grad_(grad_x, x, grad_sq)  # skips zero rows itself
+        return score_kernels.add_sq_norm_grad_(grad_x, x, grad_sq)  # skips zero rows itself
     term = 2 * grad_sq
     if row_sparse and not grad_x.is_cuda and grad_x.dim() == 3:
         rows = term.abs().sum(dim=1).nonzero().squeeze(1)

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 from torch_geometric.utils import segment
 
-from lipgnn.nn.fused import kernels
+from lipgnn.nn.fused import elementwise_kernels, kernels, score_kernels, sparse_kernels
 from lipgnn.nn.fused.activation import bias_elu
 from lipgnn.nn.fused.graph import CSRGraph
 from lipgnn.nn.fused.norms import add_sq_norm_grad_, sq_norm_nograd
@@ -67,7 +67,7 @@ def _spmm(ptr: Tensor, col: Tensor, values: Tensor, x: Tensor, shape: tuple[int,
     if heads == 1:
         return _csr_mm(ptr, col, values.reshape(-1), x[:, 0], shape).unsqueeze(1)
     if kernels.available(values, x):
-        return kernels.spmm_heads(values, x, ptr, col, shape[0])
+        return sparse_kernels.spmm_heads(values, x, ptr, col, shape[0])
     vals = _heads_first(values)
     out = x.new_empty(shape[0], heads, x.size(2))
     for h in range(heads):
@@ -78,7 +78,7 @@ def _spmm(ptr: Tensor, col: Tensor, values: Tensor, x: Tensor, shape: tuple[int,
 def _sddmm(graph: CSRGraph, a: Tensor, b: Tensor) -> Tensor:
     """``out[e, h] = <a[row_e, h], b[col_e, h]>`` for ``a [N_dst, H, C]``, ``b [N_src, H, C]``."""
     if kernels.available(a, b):
-        return kernels.sddmm(a, b, graph.rowptr, graph.col)
+        return sparse_kernels.sddmm(a, b, graph.rowptr, graph.col)
     heads = a.size(1)
     # beta=0: the pattern's values are ignored, but give zeros so no NaN can leak through.
     pattern = _csr(graph.csr_ptr, graph.csr_col, a.new_zeros(graph.num_edges), graph.shape)
@@ -125,7 +125,7 @@ class _CSRSpMMBiasELU(torch.autograd.Function):
     @staticmethod
     def forward(ctx, values: Tensor, x: Tensor, bias: Tensor | None, graph: CSRGraph,  # type: ignore[override]
                 alpha: float) -> Tensor:
-        out = kernels.spmm_bias_elu(values, x, graph.csr_ptr, graph.csr_col, bias, alpha)
+        out = elementwise_kernels.spmm_bias_elu(values, x, graph.csr_ptr, graph.csr_col, bias, alpha)
         ctx.graph, ctx.alpha, ctx.with_bias = graph, alpha, bias is not None
         ctx.save_for_backward(values, x, out)
         return out
@@ -133,7 +133,7 @@ class _CSRSpMMBiasELU(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None, None, None]:  # type: ignore[override]
         values, x, out = ctx.saved_tensors
-        grad_pre, grad_bias = kernels.bias_elu_backward(grad.contiguous(), out, ctx.alpha,
+        grad_pre, grad_bias = elementwise_kernels.bias_elu_backward(grad.contiguous(), out, ctx.alpha,
                                                         ctx.with_bias and ctx.needs_input_grad[2])
         grad_values, grad_x = _spmm_backward(ctx.graph, values, x, grad_pre.view(-1, *x.shape[1:]),
                                              ctx.needs_input_grad[0], ctx.needs_input_grad[1])
@@ -205,7 +205,7 @@ class _CSRSoftmax(torch.autograd.Function):
         # which are as fast.
         ctx.rows = scores.size(1) > 1 and kernels.available(scores)
         if ctx.rows:
-            p = kernels.row_softmax(scores, graph.rowptr, bound)
+            p = sparse_kernels.row_softmax(scores, graph.rowptr, bound)
             ctx.save_for_backward(p)
             return p
         row = graph.row
@@ -224,7 +224,7 @@ class _CSRSoftmax(torch.autograd.Function):
         (p,) = ctx.saved_tensors
         graph: CSRGraph = ctx.graph
         if ctx.rows:
-            return kernels.row_softmax_backward(grad_p.contiguous(), p, graph.rowptr), None, None
+            return sparse_kernels.row_softmax_backward(grad_p.contiguous(), p, graph.rowptr), None, None
         pg = p * grad_p
         # d softmax: p ⊙ (g − Σ_row p g)
         row_dot = scatter_rows_sum(pg, graph.row, graph.num_dst)
@@ -355,7 +355,7 @@ def csr_spmm_bias_elu(values: Tensor, x: Tensor, graph: CSRGraph, bias: Tensor |
     H·C]``: a concatenating attention layer's aggregation (eq. (4)), its bias and the block's ELU.
 
     On CPU in float32 one compiled pass over the rows applies the bias and the ELU to each row while it is in
-    cache (:func:`lipgnn.nn.fused.kernels.spmm_bias_elu`), instead of writing the sum and reading it back;
+    cache (:func:`lipgnn.nn.fused.elementwise_kernels.spmm_bias_elu`), instead of writing the sum and reading it back;
     elsewhere the two operations.
 
     Args:
@@ -449,7 +449,7 @@ class _GATScaledScores(torch.autograd.Function):
             # a_src / a_dst are strided views of the node terms: one contiguous copy each (N-sized)
             a_src, a_dst = a_src.contiguous(), a_dst.contiguous()
             ctx.save_for_backward(a_src, a_dst, k)
-            return kernels.gat_edge_scores(a_src, a_dst, k, graph.row, graph.col)
+            return score_kernels.gat_edge_scores(a_src, a_dst, k, graph.row, graph.col)
         raw = gather_rows(a_src, graph.col).add_(gather_rows(a_dst, graph.row))
         if k is None:
             return raw
@@ -464,7 +464,7 @@ class _GATScaledScores(torch.autograd.Function):
         saved = ctx.saved_tensors  # read once (activation checkpointing allows one unpack)
         if ctx.compiled:
             a_src, a_dst, k = saved
-            return (*kernels.gat_edge_scores_backward(grad, a_src, a_dst, k, graph.row, graph.col), None)
+            return (*score_kernels.gat_edge_scores_backward(grad, a_src, a_dst, k, graph.row, graph.col), None)
         if saved:
             raw, k_edge = saved
             grad_raw = grad * k_edge
@@ -485,7 +485,7 @@ class _RowScale(torch.autograd.Function):
         ctx.compiled = kernels.available(s, k)
         if ctx.compiled:
             ctx.save_for_backward(s, k)
-            return kernels.row_scale(s, k, graph.row)
+            return score_kernels.row_scale(s, k, graph.row)
         k_edge = gather_rows(k, graph.row)
         ctx.save_for_backward(s, k_edge)
         return s * k_edge
@@ -495,7 +495,7 @@ class _RowScale(torch.autograd.Function):
         graph: CSRGraph = ctx.graph
         if ctx.compiled:
             s, k = ctx.saved_tensors
-            return (*kernels.row_scale_backward(grad, s, k, graph.row), None)
+            return (*score_kernels.row_scale_backward(grad, s, k, graph.row), None)
         s, k_edge = ctx.saved_tensors
         return grad * k_edge, scatter_rows_sum(grad * s, graph.row, graph.num_dst), None
 

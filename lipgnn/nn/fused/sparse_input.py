@@ -15,7 +15,7 @@ copy is built once per feature tensor and reused every epoch.
 Why by hand: torch's CSR × dense product (MKL) is fast for the forward, but its transposed product,
 needed for :math:`\partial W`, is 2-7x *slower* than the dense GEMM on this shape (a few hundred
 output rows with thousands of entries each), so the weight gradient is one compiled pass over the
-stored entries (:func:`lipgnn.nn.fused.kernels.csr_t_matmul`).
+stored entries (:func:`lipgnn.nn.fused.sparse_kernels.csr_t_matmul`).
 
 The CSR path runs on CPU, with the compiled loops available, for a feature tensor that needs no
 gradient and has at most :data:`MAX_DENSITY` non-zero entries (above it, measured on PubMed's shape,
@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lipgnn.nn.fused import kernels
+from lipgnn.nn.fused import kernels, sparse_kernels
 
 __all__ = ["MAX_DENSITY", "SparseInputLinear", "csr_dropout"]
 
@@ -74,7 +74,7 @@ class _CSRLinear(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[None, Tensor | None, Tensor | None]:  # type: ignore[override]
         grad = grad.contiguous()
-        grad_w = kernels.csr_t_matmul(ctx.x_csr, grad).t().contiguous() if ctx.needs_input_grad[1] else None
+        grad_w = sparse_kernels.csr_t_matmul(ctx.x_csr, grad).t().contiguous() if ctx.needs_input_grad[1] else None
         grad_b = grad.sum(0) if ctx.needs_input_grad[2] else None
         return None, grad_w, grad_b
 
