@@ -13,7 +13,7 @@ def test_help_lists_groups_and_examples(tmp_path: Path) -> None:
     out = run_cli(["--help"], tmp_path)
     assert out.returncode == 0
     # Hydra lists the typed schemas (base_*) of each group beside its options.
-    assert "model: base_gcnii, base_model, gat, gcn, gcnii, ggnn, gin, gt" in out.stdout
+    assert "model: base_gcnii, base_model, base_pyg_stack, gat, gcn, gcnii, ggnn, gin, gt, pyg_stack" in out.stdout
     assert "norm: base_layernorm, base_lip, base_norm, base_pairnorm, layernorm, lip, none, pairnorm" in out.stdout
     assert "python train.py model=gat norm=lip" in out.stdout
     assert files_under(tmp_path) == []
