@@ -236,3 +236,22 @@ def test_depth_board_renders_drop_depth_ratio_budget_and_missing(tmp_path: Path)
     lip_row = next(line for line in body.splitlines() if line.startswith("| GATv2Conv | LipschitzNorm"))
     assert "not run: 8, 16, 32" in lip_row
     ARTIFACT.figure(df)
+
+
+@pytest.mark.slow
+def test_cost_of_a_64_layer_gcn_on_cora(data_root) -> None:
+    """The issue's cost target: a 64-layer GCN on Cora, train_steps=0, within 10 s of one thread's CPU time."""
+    import time
+
+    from lipgnn.config import compose
+    from lipgnn.data import load
+
+    cfg = compose(["dataset=cora"])
+    data = next(iter(load(cfg.dataset, 0).eval_batches()))
+    torch.manual_seed(0)
+    model = GCN(data.num_features, 64, 64, out_channels=7)
+    torch.set_num_threads(1)
+    start = time.process_time()
+    result = diagnose(model, data)
+    assert time.process_time() - start <= 10.0
+    assert len(result.layers) == 64 and "over-smoothing" in result.summary

@@ -176,3 +176,17 @@ def test_gatv2_lipschitz_estimate_flat_under_input_scaling() -> None:
     # the plain layer's estimate grows with the input's scale (about linearly), LipschitzNorm's does not
     assert plain_est[1] > 3 * plain_est[0] and plain_est[-1] > 100 * plain_est[0], plain_est
     assert plain_est[-1] > 100 * lip_est[-1], (plain_est, lip_est)
+
+
+def test_fused_gat_fallback_works_after_a_stock_gatconv_exists() -> None:
+    """lipschitz_norm builds the fused layer right after a stock GATConv: the fused class must not inherit the
+    edge_updater PyG generated for GATConv (its reference fallback, e.g. return_attention_weights, then broke)."""
+    torch.manual_seed(6)
+    x, ei = _graph()
+    conv = GATConv(16, 8).double()
+    conv(x, ei)  # PyG generates GATConv's templates on first use
+    wrapped = lipschitz_norm(conv, impl="fused")
+    out, (edges, weights) = wrapped(x, ei, return_attention_weights=True)  # before any LipGATConv is built
+    ref = LipGATConv(16, 8).double()
+    ref.load_state_dict(conv.state_dict())
+    assert torch.allclose(out, ref(x, ei), atol=1e-12) and weights.size(0) == edges.size(1)

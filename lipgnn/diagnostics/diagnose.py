@@ -9,7 +9,8 @@ structure. For the output :math:`H` of each call (``[n, d]``, eval mode, no grad
   (§2, :math:`\omega = 1`, :math:`\mu = \deg + 1`, averaged per entry: ``normalise="entries"`` of
   :mod:`lipgnn.diagnostics.energy`, so widths compare);
 * ``laplacian``: :math:`\mathcal{E}_2(H) = \frac{1}{n d} \sum_i |\Delta_\mu H(i)|^2 \mu_i` (§2, per entry);
-* ``mad``: the mean average distance of Chen et al. (AAAI 2020, eq. 1-3, global mask):
+* ``mad``: the mean average distance of Chen et al. (*Measuring and Relieving the Over-smoothing Problem for
+  Graph Neural Networks*, AAAI 2020), with the global mask (every pair of nodes):
   :math:`D_{ij} = 1 - \cos(H_i, H_j)`, :math:`\bar D_i = \sum_j D_{ij} / \#\{j : D_{ij} > 0\}`,
   :math:`\mathrm{MAD} = \frac{1}{n} \sum_i \bar D_i` (rows :math:`i` on at most ``mad_nodes`` nodes drawn
   once, all columns);

@@ -54,6 +54,7 @@ def _message_passing_kwargs(conv: nn.Module) -> dict[str, Any]:
 
 
 def _gat_args(conv: Any) -> dict[str, Any]:
+    """The constructor arguments GATConv and GATv2Conv share, read back from a built layer."""
     return {"in_channels": conv.in_channels, "out_channels": conv.out_channels, "heads": conv.heads,
             "concat": conv.concat, "negative_slope": conv.negative_slope, "dropout": conv.dropout,
             "add_self_loops": conv.add_self_loops, "edge_dim": conv.edge_dim, "fill_value": conv.fill_value,
@@ -113,11 +114,7 @@ def lipschitz_norm(conv: nn.Module, alpha: float = 1.0, *, variant: str = "paper
         if variant != "paper":
             raise ConfigError(f"lipschitz_norm variant={variant!r} exists for GATConv/TransformerConv only; "
                               "GATv2Conv has one bound (variant='paper')")
-        args = {"in_channels": conv.in_channels, "out_channels": conv.out_channels, "heads": conv.heads,
-                "concat": conv.concat, "negative_slope": conv.negative_slope, "dropout": conv.dropout,
-                "add_self_loops": conv.add_self_loops, "edge_dim": conv.edge_dim, "fill_value": conv.fill_value,
-                "bias": conv.bias is not None, "share_weights": conv.share_weights,
-                "residual": bool(conv.residual)}
+        args = {**_gat_args(conv), "share_weights": conv.share_weights}
     else:
         args = _gat_args(conv) if base is GATConv else _transformer_args(conv)
         lip["variant"] = variant

@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.parameter import is_lazy
+from torch_geometric.nn.conv import MessagePassing
 
 from lipgnn.nn.fused import gat_one_head, gat_small, kernels, score_kernels
 from lipgnn.nn.fused.activation import bias_elu
@@ -104,6 +105,11 @@ class FusedLipGATConv(LipGATConv):
     #: edge coordinates (``graph.edge_order``), so deep models may relabel for locality
     #: (:mod:`lipgnn.nn.fused.locality`).
     accepts_node_order = True
+    #: PyG generates ``edge_updater`` per class from the type comments in its ``forward``, which this forward has
+    #: not; without its own entry the class would inherit the one generated for GATConv (once a stock GATConv
+    #: exists in the process), whose signature lacks LipGATConv's ``x_proj`` and breaks the reference fallback.
+    #: The generic one reads the inspected ``edge_update`` instead.
+    edge_updater = MessagePassing.edge_updater
 
     def graph_self_loops(self) -> bool:
         """Whether this layer's :class:`CSRGraph` carries one self-loop per node."""
