@@ -16,7 +16,7 @@ from lipgnn.results.artifacts.lipschitznorm._spread import rank
 from lipgnn.results.engine import Loader
 from lipgnn.results.records import flatten_record, records_frame
 from lipgnn.results.report import render_blocks
-from lipgnn.results.stats import greater, no_clear_lead, t_interval
+from lipgnn.results.stats import greater, no_clear_lead, t_interval, under_budget
 from lipgnn.results.store import config_key, write_record
 from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, NOT_RUN, TIE, TOO_FEW_SEEDS, UNDER_BUDGET
 
@@ -185,3 +185,41 @@ def test_spread_rule_on_one_and_two_seeds() -> None:
     assert rank(runs([0.71, 0.75]), runs([0.70, 0.74])).verdict == TIE
     assert rank(runs([0.80, 0.82]), runs([0.60, 0.64])).verdict == TOO_FEW_SEEDS
     assert rank(runs([]), runs([0.5])).verdict == NOT_RUN
+
+
+# ------------------------------------------------------------------ rules the verdicts rest on
+
+
+def test_a_record_in_two_sweeps_is_judged_against_the_smaller_epoch_budget(tmp_path: Path, conf: Path) -> None:
+    """grid.check_grid: the 200-epoch runs of a point that a 1000-epoch sweep also declares are complete runs of
+    the 200-epoch sweep, not "under budget" (judging them against the larger budget would be)."""
+    (conf / "grid" / "table3_cpu_1000.yaml").write_text(
+        (conf / "grid" / "table3_cpu.yaml").read_text().replace("epochs: 200", "epochs: 1000"))
+    grid._declared_grid.cache_clear()
+    write(tmp_path, [0.70, 0.72, 0.74], [0.60, 0.61, 0.65])
+    frame = Loader(tmp_path).frame(table3.ARTIFACT)
+    assert set(frame["declared_epochs"]) == {200.0}
+    assert not under_budget(frame)
+
+
+def _runs(rows: list[tuple[str, int, float, float]]) -> pd.DataFrame:
+    """(config_key, depth, val, test) per run, seeds 0.. per key, in ``with_selected_metrics``'s columns."""
+    out, seeds = [], {}
+    for key, depth, val, test in rows:
+        seeds[key] = seeds.get(key, -1) + 1
+        out.append({"config_key": key, "depth": depth, "seed": seeds[key], "sel_val": val, "sel_test": test,
+                    "diverged": False})
+    return pd.DataFrame(out)
+
+
+def test_a_validation_tie_selects_the_shallower_configuration_then_the_smaller_hash() -> None:
+    """protocol.select_best, rule 5: equal mean validation -> the shallower depth wins, across depths (whatever
+    the hash order says), and within one depth the config hash that sorts first."""
+    from lipgnn.results.protocol import select_best
+
+    across = _runs([("aaa", 8, 0.70, 0.10), ("aaa", 8, 0.80, 0.10), ("zzz", 2, 0.75, 0.90), ("zzz", 2, 0.75, 0.90)])
+    sel = select_best(across)
+    assert (sel.config_key, sel.depth, sel.mean) == ("zzz", 2, 0.90)
+    within = _runs([("bbb", 4, 0.75, 0.20), ("aaa", 4, 0.75, 0.60), ("ccc", 4, 0.74, 0.99)])
+    sel = select_best(within)
+    assert (sel.config_key, sel.mean) == ("aaa", 0.60)

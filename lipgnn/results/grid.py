@@ -205,6 +205,11 @@ def check_grid(df: pd.DataFrame, conf_dir: Path | None = None) -> GridCheck:
     """Place every record of ``df`` in its experiment's declared grid (at the record's budget).
 
     An experiment without any grid file for a budget declares nothing: its records all count as inside.
+    A record inside several sweeps with different epoch budgets (a fig4 point in both ``fig4_cpu``, 200 epochs,
+    and ``fig4_cpu_1000``) is judged against the SMALLEST of them: a run is complete when it meets the budget of
+    some sweep that asks for it, so a 200-epoch run of the 200-epoch sweep is never "under budget" because a
+    longer sweep also covers its point (the longer sweep's own runs carry their longer ``train.epochs`` and form
+    their own cells).
     """
     in_grid, epochs, grids = [], [], {}
     for cfg, experiment, budget in zip(df["config"], df["experiment"], df["budget"], strict=True):
@@ -218,7 +223,7 @@ def check_grid(df: pd.DataFrame, conf_dir: Path | None = None) -> GridCheck:
             continue
         budgets = [s.epochs for s in grid.sweeps if any(matches(cfg, p) for p in s.points)]
         in_grid.append(bool(budgets))
-        epochs.append(min(budgets) if budgets else math.nan)
+        epochs.append(min(budgets) if budgets else math.nan)   # the smallest budget (docstring), never the largest
     return GridCheck(pd.Series(in_grid, index=df.index, dtype=bool),
                      pd.Series(epochs, index=df.index, dtype=float), grids)
 
