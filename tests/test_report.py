@@ -533,10 +533,12 @@ def test_claims_are_computed_once_and_rendered_by_one_renderer(tmp_path: Path, m
     assert calls["claims"] == 1  # the paper's block and the main index share one computation
     assert list(part) == ["protocol", "fake-table", "fake-claims"]
     assert part["fake-claims"] == (
-        '<a id="fake-claims"></a>\n\n| claim | where | verdict | evidence | runs |\n|:---|:---:|:---:|:---:|:---:|\n'
-        "| “energy grows \\| with depth” | §3.2 | **holds** | ours 1→2 | 5 |\n"
-        "| “nonlocal decays slowly” | §4.2 | **not run** | no records | 0 |\n")
-    assert "| Guan & He | §3.2 | “energy grows \\| with depth” | **holds** | 5 | [fake](x.md#fake) |" in index
+        '<a id="fake-claims"></a>\n\n| claim | where | verdict | evidence | runs | our budget vs the paper\'s |\n'
+        "|:---|:---:|:---:|:---:|:---:|:---:|\n"
+        "| “energy grows \\| with depth” | §3.2 | **holds** | ours 1→2 | 5 | not stated |\n"
+        "| “nonlocal decays slowly” | §4.2 | **not run** | no records | 0 | not stated |\n")
+    assert ("| Guan & He | §3.2 | [energy grows \\| with depth](#q-1) | **holds** | = | - | not stated | 5 | "
+            "[fake](x.md#fake) |") in index
     assert "fake-claims" not in render_blocks(tmp_path, MAIN_PAPER, loader)  # the main part is the index
     render_blocks(tmp_path, "guan_he")  # a new load computes them afresh
     assert calls["claims"] == 2

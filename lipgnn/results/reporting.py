@@ -46,6 +46,8 @@ class Finding:
     verdict: str
     reason: str
     n_runs: int = 0
+    p_value: float | None = None   # the paired test's two-sided p against the claim's threshold (Holm family)
+    n_seeds: int | None = None     # the paired seeds the verdict rests on
 
     def line(self) -> str:
         return verdict_line(self.label, self.verdict, self.reason)
@@ -174,7 +176,8 @@ def cell_comparison(label: str, a: Cell, b: Cell, *, margin: float = 0.0, tie_ba
                 + (f" (equivalence band ± {tie_band:g})" if tie_band is not None else "")
                 + (f"; {what}" if what else "")
                 + ("; partial or under-budget cells" if budget else "") + ".")
-    return Finding(label, with_budget(verdict, budget), evidence, a.n_runs + b.n_runs)
+    p_value = diff.p_value(margin / 100.0) if tie_band is None else None   # an equivalence claim: no such test
+    return Finding(label, with_budget(verdict, budget), evidence, a.n_runs + b.n_runs, p_value, diff.n)
 
 
 def best_other(cells: list[Cell], target: str) -> Cell | None:
@@ -266,7 +269,8 @@ def pair_finding(label: str, results: dict[str, dict[int, Selection | None]],
     if partial:
         reason += f" (partial grid {'; '.join(partial)}; may change when the sweep finishes)"
     budget = bool(partial) or under_budget(sel_lip.runs) or under_budget(sel_plain.runs)
-    return Finding(name, with_budget(verdict, budget), reason + ".", sel_lip.n_runs + sel_plain.n_runs)
+    return Finding(name, with_budget(verdict, budget), reason + ".", sel_lip.n_runs + sel_plain.n_runs,
+                   diff.p_value(), diff.n)
 
 
 def depth_rows(runs: pd.DataFrame, variants: Sequence[str], full: Full = 0

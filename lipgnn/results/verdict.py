@@ -22,7 +22,10 @@ class Claim:
 
     ``quote`` is the paper's own words, ``section`` where they stand (e.g. '§6.2'), ``verdict`` one of the
     constants above, ``evidence`` one line of our numbers, ``n_runs`` the records the verdict rests on and
-    ``anchor`` the report anchor (or link target) where the evidence is shown.
+    ``anchor`` the report anchor (or link target) where the evidence is shown. Optional: ``n_seeds`` the seeds
+    the verdict rests on (None: the report counts the artifact's seeds), ``p_value`` the two-sided p-value of
+    the paired test behind a comparison (None: no such test; the claim stays out of the Holm family) and
+    ``protocol`` the distance of its runs from the paper's protocol (set by the report).
     """
 
     paper: str
@@ -32,3 +35,6 @@ class Claim:
     evidence: str
     n_runs: int
     anchor: str
+    n_seeds: int | None = None
+    p_value: float | None = None
+    protocol: str = ""

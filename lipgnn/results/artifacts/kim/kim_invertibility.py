@@ -8,7 +8,16 @@ import math
 import pandas as pd
 
 from lipgnn.results.artifact import Artifact
-from lipgnn.results.artifacts.kim._common import PAPER, budget_of, completed, md_text, outputs, payloads
+from lipgnn.results.artifacts.kim._common import (
+    PAPER,
+    budget_of,
+    by_seed,
+    completed,
+    md_text,
+    outputs,
+    payloads,
+    seed_of,
+)
 from lipgnn.results.plotting import legend
 from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, NOT_RUN, Claim
 
@@ -22,11 +31,12 @@ def frame(records: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for d in payloads(records):
         errs = [float(e) if e is not None else math.inf for e in d["errors"]]
-        rows.append({"model": LABELS.get(d["model"], d["model"]), "c": float(d["c"]), "iterations": len(errs),
+        rows.append({"model": LABELS.get(d["model"], d["model"]), "seed": seed_of(d), "c": float(d["c"]),
+                     "iterations": len(errs),
                      "error_after_5": errs[min(4, len(errs) - 1)], "final_error": errs[-1],
                      "inverted": bool(errs[-1] < INVERTED)})
-    t = pd.DataFrame(rows, columns=["model", "c", "iterations", "error_after_5", "final_error", "inverted"])
-    return t.sort_values(["model", "c"]).reset_index(drop=True)
+    t = pd.DataFrame(rows, columns=["model", "seed", "c", "iterations", "error_after_5", "final_error", "inverted"])
+    return t.sort_values(["model", "c", "seed"]).reset_index(drop=True)
 
 
 def table(records: pd.DataFrame) -> dict[str, str]:
@@ -95,5 +105,5 @@ ARTIFACT = Artifact(
     table=table,
     figure=figure,
     report=report,
-    claims=claims,
+    claims=by_seed(claims),
 )

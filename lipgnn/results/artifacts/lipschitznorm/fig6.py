@@ -197,7 +197,8 @@ def report(df: pd.DataFrame) -> dict[str, str]:
 
 
 def claims(df: pd.DataFrame) -> list[Claim]:
-    return [Claim("lipschitznorm", *_quote(f.label), f.verdict, f.reason, f.n_runs, "#claim-depth")
+    return [Claim("lipschitznorm", *_quote(f.label), f.verdict, f.reason, f.n_runs, "#claim-depth",
+                  p_value=f.p_value, n_seeds=f.n_seeds)
             for f in _block(df)[1]]
 
 
