@@ -39,11 +39,11 @@ from lipgnn.results.labels import NOT_RUN_BUDGET
 from lipgnn.results.paper_protocol import distance
 from lipgnn.results.render.markers import close_marker, open_marker, replace_blocks
 from lipgnn.results.render.text import claims_table, md_cell, md_table
-from lipgnn.results.reporting import short_commit, summary
+from lipgnn.results.reporting import dirty_ids, short_commit, summary
 from lipgnn.results.stats import LEGEND as STATS_LEGEND
 from lipgnn.results.stats import MIN_SEEDS, holm, seed_rule
 from lipgnn.results.store import _atomic_write_text, record_paths
-from lipgnn.results.verdict import Claim
+from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, Claim
 
 log = logging.getLogger("lipgnn.results")
 
@@ -176,7 +176,18 @@ def artifact_seeds(frame: pd.DataFrame) -> int | None:
     return int(seeds.nunique()) if len(seeds) else None
 
 
-def judged(claim: Claim, fallback_seeds: int | None, protocol: str) -> Claim:
+def artifact_dirty(frame: pd.DataFrame) -> tuple[str, ...]:
+    """Run ids of an artifact's completed in-grid records written with uncommitted changes (``-dirty``)."""
+    if frame is None or frame.empty or "git_commit" not in frame:
+        return ()
+    keep = frame["status"].astype(str) == "completed" if "status" in frame else pd.Series(True, index=frame.index)
+    if "in_grid" in frame:
+        keep &= frame["in_grid"].astype(bool)
+    return dirty_ids(frame[keep])
+
+
+def judged(claim: Claim, fallback_seeds: int | None, protocol: str,
+           fallback_dirty: tuple[str, ...] = ()) -> Claim:
     """A claim as the report prints it: the seed rule applied (``stats.seed_rule``: a decisive verdict on fewer
     than ``MIN_SEEDS`` seeds, the claim's own ``n_seeds`` or else the artifact's, reads "too few seeds", the
     seeds' own verdict kept in the evidence) and its distance from the paper's protocol attached."""
@@ -186,7 +197,9 @@ def judged(claim: Claim, fallback_seeds: int | None, protocol: str) -> Claim:
     if verdict != claim.verdict:
         evidence = (f"{evidence.rstrip('.')}; {claim.verdict} on {n_seeds} seed{'s' if n_seeds != 1 else ''}, "
                     f"a decisive verdict needs {MIN_SEEDS}")
-    return replace(claim, verdict=verdict, evidence=evidence, n_seeds=n_seeds, protocol=protocol)
+    dirty, scope = (claim.dirty, claim.dirty_scope) if claim.dirty is not None else (fallback_dirty, "artifact")
+    return replace(claim, verdict=verdict, evidence=evidence, n_seeds=n_seeds, protocol=protocol, dirty=dirty,
+                   dirty_scope=scope)
 
 
 def artifact_claims(loader: Loader, artifact: Artifact) -> list[Claim]:
@@ -198,7 +211,8 @@ def artifact_claims(loader: Loader, artifact: Artifact) -> list[Claim]:
     if artifact.name not in cache:
         frame = loader.frame(artifact)
         protocol = distance(artifact.name, loader.experiment(artifact.experiments[0]))
-        cache[artifact.name] = [judged(c, artifact_seeds(frame), protocol) for c in artifact.claims(frame)]
+        cache[artifact.name] = [judged(c, artifact_seeds(frame), protocol, artifact_dirty(frame))
+                                for c in artifact.claims(frame)]
     return cache[artifact.name]
 
 
@@ -225,6 +239,7 @@ def render_blocks(results_dir: str | os.PathLike, paper: str = MAIN_PAPER,
         blocks[SUMMARY_BLOCK] = block_summary(loader)
         blocks[CLAIMS_BLOCK] = block_claims(loader)
         blocks[QUOTES_BLOCK] = block_quotes(loader)
+        blocks[DIRTY_BLOCK] = block_dirty(loader)
     return blocks
 
 
@@ -238,6 +253,8 @@ def _claim_link(paper: str, anchor: str) -> str:
 
 
 QUOTES_BLOCK = "claims-quotes"
+DIRTY_BLOCK = "dirty"
+DECISIVE = (HOLDS, DOES_NOT_HOLD)
 SUMMARY_BLOCK = "summary"
 #: Words of a claim's short label when its quote names no compared cells (``quote — label``).
 LABEL_WORDS = 9
@@ -287,7 +304,7 @@ def block_claims(loader: Loader) -> str:
     for row in index:
         claim = row.claim
         rows.append([PAPER_SHORT.get(claim.paper, claim.paper), md_cell(claim.section),
-                     f"[{md_cell(claim_label(claim.quote))}](#q-{row.number})", f"**{claim.verdict}**",
+                     f"[{md_cell(claim_label(claim.quote))}](#q-{row.number})", verdict_cell(claim),
                      row.holm if row.holm != claim.verdict else "=",
                      str(claim.n_seeds) if claim.n_seeds is not None else "-", md_cell(claim.protocol or "-"),
                      str(claim.n_runs), f"[{row.artifact.name}]({_claim_link(row.artifact.paper, claim.anchor)})"])
@@ -305,6 +322,36 @@ def block_claims(loader: Loader) -> str:
               "\"our budget vs the paper's\": "
               "where the runs fall short of the protocol the paper states (docs/paper_protocol.yaml), computed from "
               "the records; \"paper protocol\" when they do not."]
+    return "\n".join(lines)
+
+
+def on_dirty(claim: Claim) -> bool:
+    """A decisive verdict ("holds" / "does not hold") resting on records written with uncommitted changes."""
+    return claim.verdict in DECISIVE and bool(claim.dirty)
+
+
+def verdict_cell(claim: Claim) -> str:
+    """``**holds**``, marked ``(k -dirty)`` when it is decisive and rests on -dirty records (``dirty`` block)."""
+    return f"**{claim.verdict}**" + (f" ([{len(claim.dirty)} -dirty](#dirty))" if on_dirty(claim) else "")
+
+
+def block_dirty(loader: Loader) -> str:
+    """Every decisive verdict resting on records written from uncommitted code, with those records' run ids: the
+    uncommitted diff is not stored, so it cannot be shown not to touch the code that ran; a rerun from a clean
+    checkout (same run id, ``overwrite=true``) replaces such a record."""
+    rows = [row for row in index_rows(loader) if on_dirty(row.claim)]
+    if not rows:
+        return "No decisive verdict rests on a record written with uncommitted changes."
+    lines = [f"{len(rows)} decisive verdict(s) rest on records written with uncommitted changes (`-dirty` in the "
+             "record's `git_commit`); they are marked in the index:", ""]
+    for row in rows:
+        claim = row.claim
+        ids = ", ".join(f"`{r}`" for r in claim.dirty)
+        lines.append(f"- [{row.number}](#q-{row.number}) {PAPER_SHORT.get(claim.paper, claim.paper)} "
+                     f"{md_cell(claim_label(claim.quote))} — **{claim.verdict}**: "
+                     + (f"{len(claim.dirty)} of the cells' records: " if claim.dirty_scope == "claim" else
+                        f"{len(claim.dirty)} of the artifact's records (the verdict does not say which it reads): ")
+                     + ids)
     return "\n".join(lines)
 
 

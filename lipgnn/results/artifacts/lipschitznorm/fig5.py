@@ -31,7 +31,7 @@ from lipgnn.results.labels import NOT_RUN_BUDGET
 from lipgnn.results.protocol import full_grid_size, with_selected_metrics
 from lipgnn.results.records import variant_label
 from lipgnn.results.render.text import fmt_value, md_table, pct
-from lipgnn.results.reporting import Finding, Findings, runs_line
+from lipgnn.results.reporting import Finding, Findings, dirty_ids, runs_line
 from lipgnn.results.stats import LEGEND as VERDICT_LEGEND
 from lipgnn.results.stats import MIN_SEEDS, with_budget
 from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, NOT_RUN, Claim
@@ -357,7 +357,8 @@ def _compare(found: Findings, label: str, a: Point | None, b: Point | None, a_na
               + "".join(f"; at α={fmt_value(al)} fixed: {r.verdict}, {r.text()}" for al, r in fixed)
               + (f"; {cap}, so those values are lower bounds" if cap else "") + ".")
     finding = Finding(label, with_budget(ranking.verdict, a.partial or b.partial), reason,
-                      len(a.chosen) + len(b.chosen), ranking.diff.p_value() if seeds >= MIN_SEEDS else None, seeds)
+                      len(a.chosen) + len(b.chosen), ranking.diff.p_value() if seeds >= MIN_SEEDS else None, seeds,
+                      dirty_ids(a.chosen, b.chosen))
     return found.add(finding)
 
 
@@ -444,7 +445,7 @@ def claims(df: pd.DataFrame) -> list[Claim]:
     for f in _block(df)[1]:
         quote = AY_QUOTE if f.label.startswith("GAT ≥") else QUOTE
         out.append(Claim("lipschitznorm", SECTION, f"{quote} — {f.label}" if f.label else quote, f.verdict,
-                         f.reason, f.n_runs, "#claim-trees", p_value=f.p_value, n_seeds=f.n_seeds))
+                         f.reason, f.n_runs, "#claim-trees", p_value=f.p_value, n_seeds=f.n_seeds, dirty=f.dirty))
     return out
 
 
