@@ -138,9 +138,9 @@ LEGEND = (f"Verdicts: intervals are two-sided {LEVEL:.0%} Student t-intervals ov
           "comparisons: of the paired per-seed difference, same seed = same split, erasure and init), in "
           "percent points. A claim \"holds\" or \"does not hold\" only when the interval excludes the other side "
           "of its threshold (0 unless the claim states a margin); \"tie\" when it straddles it; a claim of no "
-          "clear lead holds when the interval lies within its stated equivalence band. \"too few seeds\": fewer "
-          f"than {MIN_SEEDS} paired seeds. \"under budget\": some runs are below the declared epochs or the "
-          "declared grid is not complete for the compared cells.")
+          "clear lead holds when the interval lies within its stated equivalence band. \"too few seeds\": a "
+          f"decisive verdict on fewer than {MIN_SEEDS} seeds, paired or not. \"under budget\": some runs are below "
+          "the declared epochs or the declared grid is not complete for the compared cells.")
 
 
 def seed_rule(verdict: str, n_seeds: int | None) -> str:
