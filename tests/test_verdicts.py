@@ -271,3 +271,20 @@ def test_protocol_distance_by_hand() -> None:
     assert training_distance(runs, paper) == ["200-500 of 1000 epochs", "1-2 of 5 seeds",
                                               "2 of 8 configurations per cell", "1 of 2 datasets"]
     assert training_distance(runs, {"epochs": 200, "seeds": 1, "configs": 1}) == []
+
+
+def test_a_decisive_verdict_on_a_record_from_uncommitted_code_is_marked_and_listed(tmp_path: Path,
+                                                                                    conf: Path) -> None:
+    """One GAT-res record written with uncommitted changes: the "holds" it supports is marked in the index and the
+    dirty block names the record as scripts/rerun_records.py takes it (<experiment>/<run id>)."""
+    write(tmp_path, [0.70, 0.72, 0.74], [0.60, 0.61, 0.65])
+    rec = record("none", True, 1, 0.61)
+    rec["git_commit"] = "b" * 40 + "-dirty"
+    write_record(tmp_path, rec)   # the same run id: the record is replaced
+    blocks = render_blocks(tmp_path)
+    (row,) = [line for line in blocks["claims"].splitlines() if LABEL in line]
+    assert "**holds** ([1 -dirty](#dirty))" in row
+    assert f"`table3/{rec['run_id']}`" in blocks["dirty"]
+    clean = tmp_path / "clean"
+    write(clean, [0.70, 0.72, 0.74], [0.60, 0.61, 0.65])
+    assert "No decisive verdict rests on a record" in render_blocks(clean)["dirty"]

@@ -94,7 +94,8 @@ def training_distance(frame: pd.DataFrame, paper: dict[str, Any]) -> list[str]:
     if "epochs" in paper and paper["epochs"] and "epochs" in runs:
         epochs = [float(e) for e in runs["epochs"].dropna()]
         if epochs and min(epochs) < float(paper["epochs"]):
-            parts.append(f"{_range(epochs)} of {int(paper['epochs'])} {unit}")
+            cap = "pass cap " if unit == "passes" else ""
+            parts.append(f"{cap}{_range(epochs)} of {int(paper['epochs'])} {unit}")
     if "seeds" in paper and "config_key" in runs and "seed" in runs:
         per_config = runs.groupby("config_key")["seed"].nunique().tolist()
         if per_config and min(per_config) < int(paper["seeds"]):

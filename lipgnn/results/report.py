@@ -225,6 +225,12 @@ def render_blocks(results_dir: str | os.PathLike, paper: str = MAIN_PAPER,
     blocks = {PROTOCOL_BLOCK: block_protocol(loader, paper)}
     for artifact in paper_artifacts(paper):
         bodies = artifact.report(loader.frame(artifact))
+        if artifact.claims is not None and bodies:
+            # Every block of verdicts says how far its runs are from the paper's protocol (first block).
+            first = next(iter(bodies))
+            protocol = distance(artifact.name, loader.experiment(artifact.experiments[0]))
+            bodies = {**bodies, first: f"*Our budget vs the paper's ({artifact.name}): {protocol}.*\n\n"
+                      + bodies[first]}
         if artifact.claims is not None and paper != MAIN_PAPER:
             name = f"{artifact.name}{CLAIMS_SUFFIX}"
             if name in bodies:
@@ -339,7 +345,10 @@ def block_dirty(loader: Loader) -> str:
     """Every decisive verdict resting on records written from uncommitted code, with those records' run ids: the
     uncommitted diff is not stored, so it cannot be shown not to touch the code that ran; a rerun from a clean
     checkout (same run id, ``overwrite=true``) replaces such a record."""
-    rows = [row for row in index_rows(loader) if on_dirty(row.claim)]
+    index = index_rows(loader)
+    rows = [row for row in index if on_dirty(row.claim)]
+    if not any(row.claim.verdict in DECISIVE for row in index):
+        return "No decisive verdict yet: every claim is not run or undecided."
     if not rows:
         return "No decisive verdict rests on a record written with uncommitted changes."
     lines = [f"{len(rows)} decisive verdict(s) rest on records written with uncommitted changes (`-dirty` in the "
