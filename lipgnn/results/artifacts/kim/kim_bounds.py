@@ -81,11 +81,20 @@ def figure(records: pd.DataFrame):
         if sub.empty:
             ax.text(0.5, 0.5, "not run", ha="center", transform=ax.transAxes)
             continue
-        ax.plot(sub["n"], sub[f"upper{suffix}"], "o-", label="upper bound (Thm 3.2)")
-        ax.plot(sub["n"], sub[f"lower{suffix}"], "s-", label="lower bound (best of restarts)")
-        ax.plot(sub["n"], sub[f"lower_top5_mean{suffix}"], "x--", label="lower, mean of top 5")
+        # One line per quantity: the mean over seeds at each N, the band their min-max (seeds never joined).
+        columns = [f"upper{suffix}", f"lower{suffix}", f"lower_top5_mean{suffix}", "upper_with_W0_of_N"]
+        by_n = sub.groupby("n")[columns]
+        mean, lo, hi = by_n.mean(), by_n.min(), by_n.max()
+        seeds = int(sub["seed"].nunique())
+        for column, style, label in ((columns[0], "o-", "upper bound (Thm 3.2)"),
+                                     (columns[1], "s-", "lower bound (best of restarts)"),
+                                     (columns[2], "x--", "lower, mean of top 5")):
+            line, = ax.plot(mean.index, mean[column], style,
+                            label=label + (f", mean of {seeds} seeds" if seeds > 1 and "lower" in column else ""))
+            if seeds > 1:
+                ax.fill_between(mean.index, lo[column], hi[column], color=line.get_color(), alpha=0.2)
         if not suffix:
-            ax.plot(sub["n"], sub["upper_with_W0_of_N"], ":", color="grey", label="upper with W₀(N) (scanned text)")
+            ax.plot(mean.index, mean[columns[3]], ":", color="grey", label="upper with W₀(N) (scanned text)")
         ax.set_xscale("log")
         if suffix:
             ax.set_yscale("log")

@@ -48,12 +48,15 @@ def figure(records: pd.DataFrame):
 
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.4), sharey=True)
     panels = {"l2": axes[0], "dp": axes[1], "l2_contractive": axes[2]}
+    cs = sorted({float(d["c"]) for d in payloads(records)})
     for d in sorted(payloads(records), key=lambda d: float(d["c"])):
         ax = panels.get(d["model"])
         if ax is None:
             continue
         errs = [float(e) if e is not None and math.isfinite(float(e)) else math.nan for e in d["errors"]]
-        ax.plot(range(1, len(errs) + 1), errs, marker=".", label=f"c = {d['c']}")
+        # one colour per c, one line per seed
+        ax.plot(range(1, len(errs) + 1), errs, marker=".", color=f"C{cs.index(float(d['c'])) % 10}",
+                label=f"c = {d['c']}")
     for key, ax in panels.items():
         ax.set_yscale("log")
         ax.set_title(LABELS[key])

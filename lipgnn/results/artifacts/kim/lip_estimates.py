@@ -59,8 +59,9 @@ def figure(records: pd.DataFrame):
     for ax, stage in zip(axes, ("init", "trained"), strict=True):
         for d in sorted(data, key=lambda d: ORDER.index(d["variant"]) if d["variant"] in ORDER else 99):
             layers = d[stage]["layers"]
+            colour = f"C{(ORDER.index(d['variant']) if d['variant'] in ORDER else 9) % 10}"   # one per variant
             line, = ax.plot([r["layer"] for r in layers], [r["estimate"] for r in layers], marker=".",
-                            label=LABELS.get(d["variant"], d["variant"]))
+                            color=colour, label=LABELS.get(d["variant"], d["variant"]))
             bounds = [r["bound"] for r in layers]
             if all(b is not None and math.isfinite(float(b)) for b in bounds):
                 ax.plot([r["layer"] for r in layers], bounds, ls="--", color=line.get_color())
