@@ -36,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results-dir", default="results")
     parser.add_argument("--dry-run", action="store_true", help="check the run ids, train nothing")
     args = parser.parse_args(argv)
+    from lipgnn.config import validate
+    from lipgnn.identity import NEUTRAL
     from lipgnn.train.run import run, run_id_for
 
     results = Path(args.results_dir)
@@ -44,9 +46,15 @@ def main(argv: list[str] | None = None) -> int:
             run_id = name.rsplit("/", 1)[-1]
             record = json.loads(find(results, name).read_text(encoding="utf-8"))
             cfg = OmegaConf.create(record["config"])
+            # Keys added after the record was written take the value that reproduces the behaviour from before
+            # they existed (lipgnn.identity.NEUTRAL), which is also what keeps the run id.
+            for key, value in NEUTRAL.items():
+                if OmegaConf.select(cfg, key, default=None) is None:
+                    OmegaConf.update(cfg, key, value, force_add=True)
             cfg.results_dir, cfg.overwrite = str(results), True
             if run_id_for(cfg) != run_id:
                 raise ConfigError(f"{run_id}: its config now gives run id {run_id_for(cfg)}; not rerun")
+            validate(cfg)
             if args.dry_run:
                 print(f"{run_id}: ok ({record.get('git_commit')})")
                 continue
