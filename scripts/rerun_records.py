@@ -30,6 +30,42 @@ def find(results_dir: Path, name: str) -> Path:
     return hits[0]
 
 
+def with_missing_keys(config: dict) -> dict:
+    """A record's config with the keys added since it was written: those that change the numbers at the value that
+    reproduces the behaviour from before they existed (``lipgnn.identity.NEUTRAL``, which also keeps the run id),
+    the others (how a run executes: threads, allocator, logging) at the schema's default."""
+    from lipgnn.config_schema import SCHEMAS, node
+    from lipgnn.identity import NEUTRAL
+
+    out = OmegaConf.create(config)
+    groups = {"": "config_schema", "train": "base_train", "model": "base_gcnii" if
+              str(OmegaConf.select(out, "model.name")) == "gcnii" else "base_model"}
+    for group, name in groups.items():
+        defaults = OmegaConf.to_container(node(SCHEMAS[(group, name)]), resolve=False)
+        for key, value in defaults.items():
+            dotted = f"{group}.{key}" if group else key
+            if value != "???" and not isinstance(value, dict) and OmegaConf.select(out, dotted, default=None) is None:
+                OmegaConf.update(out, dotted, value, force_add=True)
+        if not group:
+            for key in ("log",):
+                for sub, value in (defaults.get(key) or {}).items():
+                    if OmegaConf.select(out, f"{key}.{sub}", default=None) is None:
+                        OmegaConf.update(out, f"{key}.{sub}", value, force_add=True)
+    for key, value in NEUTRAL.items():
+        if OmegaConf.select(out, key, default=None) is None or key not in _keys(config):
+            OmegaConf.update(out, key, value, force_add=True)
+    return OmegaConf.to_container(out)
+
+
+def _keys(tree: dict, prefix: str = "") -> set[str]:
+    out = set()
+    for key, value in tree.items():
+        out.add(f"{prefix}{key}")
+        if isinstance(value, dict):
+            out |= _keys(value, f"{prefix}{key}.")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_ids", nargs="+")
@@ -37,7 +73,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="check the run ids, train nothing")
     args = parser.parse_args(argv)
     from lipgnn.config import validate
-    from lipgnn.identity import NEUTRAL
     from lipgnn.train.run import run, run_id_for
 
     results = Path(args.results_dir)
@@ -45,12 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.run_ids:
             run_id = name.rsplit("/", 1)[-1]
             record = json.loads(find(results, name).read_text(encoding="utf-8"))
-            cfg = OmegaConf.create(record["config"])
-            # Keys added after the record was written take the value that reproduces the behaviour from before
-            # they existed (lipgnn.identity.NEUTRAL), which is also what keeps the run id.
-            for key, value in NEUTRAL.items():
-                if OmegaConf.select(cfg, key, default=None) is None:
-                    OmegaConf.update(cfg, key, value, force_add=True)
+            cfg = OmegaConf.create(with_missing_keys(record["config"]))
             cfg.results_dir, cfg.overwrite = str(results), True
             if run_id_for(cfg) != run_id:
                 raise ConfigError(f"{run_id}: its config now gives run id {run_id_for(cfg)}; not rerun")
