@@ -76,6 +76,7 @@ class ModelConfig:
     nonlocal_grad: Any = flag(True)  # whether the nonlocal factor passes gradients
     act_on_last: Any = flag(False)  # also apply the activation after the last layer (Alon & Yahav's TREES models)
     ffn_hidden: int = number(64, ge=1, integer=True)  # SAN: the FFN's hidden width (other models ignore it)
+    encoder_layers: int = number(2, ge=1, le=2, integer=True)  # SAN: linear layers of the input MLP encoder (1 or 2)
 
 
 @dataclass

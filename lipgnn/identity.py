@@ -45,6 +45,7 @@ NEUTRAL: dict[str, Any] = {
     "model.nonlocal_grad": True, "train.warmup_epochs": 0, "model.act_on_last": False,
     "train.plateau_threshold_mode": "rel", "train.train_metric": "eval", "train.stop_at_train": 0.0,
     "train.train_patience": 0, "dataset.sampling": "trees", "norm.layernorm": "none", "dataset.reorder": "none",
+    "model.encoder_layers": 2,
 }
 # Keys that only matter when another key has one of some values: (key, condition key, values).
 APPLIES_WHEN: tuple[tuple[str, str, tuple[Any, ...]], ...] = (
@@ -53,6 +54,7 @@ APPLIES_WHEN: tuple[tuple[str, str, tuple[Any, ...]], ...] = (
     *((f"dataset.{k}", "dataset.split", ("random",))
       for k in ("train_per_class", "train_fraction", "val_fraction", "test_fraction")),
     ("model.ffn_hidden", "model.name", ("san",)),
+    ("model.encoder_layers", "model.name", ("san",)),
     ("dataset.num_trees", "dataset.sampling", ("trees", None)),  # alon_yahav ignores num_trees
     *((f"model.{k}", "model.nonlocal", (True,)) for k in ("nonlocal_source", "nonlocal_grad")),
 )

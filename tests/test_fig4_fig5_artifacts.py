@@ -75,7 +75,7 @@ def test_fig5_selects_alpha_on_best_train_and_reports_stops(tmp_path: Path, monk
     assert "| 3 | GAT-Pn | 40.0 [1 seed] | 500 / 500 | hit the cap | 1/1 |" in block
     assert "| 2 | 1 | 90.0 | 50000 / 50000 | hit the cap |  |" in block and "| 2 | 5 | 100.0 | 2000 / 50000" in block
     assert "1 fig5 record(s) carry no `best_train`" in block
-    verdicts = {c.quote.split(" — ")[-1]: c.verdict for c in fig5.claims(frame)}
+    verdicts = {c.quote.split(" — ")[-1].split(" [")[0]: c.verdict for c in fig5.claims(frame)}
     assert verdicts["GAT ≥ 99% at tree depth 2"] == HOLDS
     assert verdicts["GAT ≥ 99% at tree depth 3"] == DOES_NOT_HOLD
     assert verdicts["d=2, GAT-Lip vs GAT"] == TIE                 # both 100% with one seed: equal, a tie
@@ -91,10 +91,11 @@ def test_fig5_one_seed_differences_are_too_few_seeds(tmp_path: Path, monkeypatch
     write_record(tmp_path, trees_record("none", 2, 1.0, 2000, 50000))
     for alpha in (1.0, 2.0, 5.0):
         write_record(tmp_path, trees_record("lip", 2, 0.8, 50000, 50000, alpha=alpha))
-    verdicts = {c.quote.split(" — ")[-1]: c for c in fig5.claims(Loader(tmp_path).frame(fig5.ARTIFACT))}
+    verdicts = {c.quote.split(" — ")[-1].split(" [")[0]: c for c in fig5.claims(Loader(tmp_path).frame(fig5.ARTIFACT))}
     assert verdicts["d=2, GAT-Lip vs GAT"].verdict == TOO_FEW_SEEDS
     assert "one seed" in verdicts["d=2, GAT-Lip vs GAT"].evidence
-    assert "lower bounds" not in verdicts["d=2, GAT-Lip vs GAT"].evidence  # GAT reached 100%: not capped
+    # GAT reached 100%, GAT-Lip's selected run hit the cap: only that value is a lower bound
+    assert "1/2 runs stopped at the pass cap (50000 passes)" in verdicts["d=2, GAT-Lip vs GAT"].evidence
 
 
 def test_a_run_just_short_of_100_percent_never_prints_as_100(tmp_path: Path,
@@ -113,10 +114,28 @@ def test_fig5_comparison_of_capped_runs_says_both_values_are_lower_bounds(tmp_pa
     write_record(tmp_path, trees_record("none", 5, 0.047, 150, 150))
     for alpha in (1.0, 2.0, 5.0):
         write_record(tmp_path, trees_record("lip", 5, 0.044, 150, 150, alpha=alpha))
-    verdicts = {c.quote.split(" — ")[-1]: c for c in fig5.claims(Loader(tmp_path).frame(fig5.ARTIFACT))}
+    verdicts = {c.quote.split(" — ")[-1].split(" [")[0]: c for c in fig5.claims(Loader(tmp_path).frame(fig5.ARTIFACT))}
     claim = verdicts["d=5, GAT-Lip vs GAT"]
     assert claim.verdict == TOO_FEW_SEEDS  # the cap is the declared cpu budget: not "under budget"
-    assert "every run hit its pass cap, so both values are lower bounds" in claim.evidence
+    assert "2/2 runs stopped at the pass cap (150 passes), so those values are lower bounds" in claim.evidence
+    assert "2/2 runs stopped at the pass cap (150 passes)" in claim.quote      # shown with the verdict in the index
+
+
+def test_fig5_shows_the_verdict_at_every_fixed_alpha_beside_the_selected_one(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """α is chosen on the reported metric itself: the claim's label (the index row) gives each fixed α's verdict.
+    Here α=5 beats GAT-Pn on every seed while α=1 and α=2 tie with it."""
+    conf_without(monkeypatch, tmp_path, "fig5_cpu_seeds_d5.yaml", "fig5_cpu_seeds_d3.yaml")
+    for seed, (pn, a1, a2, a5) in zip((11, 12, 13), ((0.30, 0.31, 0.29, 0.50), (0.32, 0.31, 0.33, 0.52),
+                                                    (0.31, 0.30, 0.32, 0.55)), strict=True):
+        write_record(tmp_path, trees_record("pairnorm", 4, pn, 500, 500, seed=seed))
+        for alpha, value in ((1.0, a1), (2.0, a2), (5.0, a5)):
+            write_record(tmp_path, trees_record("lip", 4, value, 500, 500, alpha=alpha, seed=seed))
+    claims = {c.quote.split(" — ")[-1].split(" [")[0]: c for c in fig5.claims(Loader(tmp_path).frame(fig5.ARTIFACT))}
+    claim = claims["d=4, GAT-Lip vs GAT-Pn"]
+    assert claim.verdict == HOLDS
+    assert "fixed α: α=1 tie, α=2 tie, α=5 holds" in claim.quote and "6/6 runs stopped at the pass cap" in claim.quote
+    assert "at α=1 fixed: tie" in claim.evidence
 
 
 def test_legacy_records_render_apart_and_never_pool(tmp_path: Path) -> None:
@@ -169,7 +188,7 @@ def test_fig4_epoch_budgets_are_separate_series_never_pooled(tmp_path: Path) -> 
     # 1000 epochs: GAT-Lip's lr 0.001 / no-dropout point; 20 of the 20 runs declared at 15 layers, not partial.
     assert "| 15 | 45.0 ± 0.0 | 75.0 ± 0.0 |" in block and not re.search(r"\[partial: \d", block)
     assert "partial below the 20 runs per depth its sweep declares" in block
-    labels = [c.quote.split(" — ")[-1] for c in fig4.claims(frame)]
+    labels = [c.quote.split(" — ")[-1].split(" [")[0] for c in fig4.claims(frame)]
     assert "PubMed 100%, 200 epochs, GAT-Lip vs GAT" in labels and "PubMed 100%, 1000 epochs, GAT-Lip vs GAT" in labels
     fig = fig4.figure(frame)
     legend = fig.axes[0].get_legend_handles_labels()[1]

@@ -88,3 +88,13 @@ def test_a_point_whose_sweep_declares_more_seeds_does_not_make_the_others_partia
     assert "[partial: 9/10 runs]" in block and "/6 runs]" not in block
     line = next(x for x in block.splitlines() if x.startswith("- Fig. 6 PubMed, GAT-Lip vs GAT:"))
     assert f"**{UNDER_BUDGET}**" in line and "GAT-Lip 9/10" in line
+
+
+def test_fig6_draws_a_panel_only_for_datasets_with_runs(tmp_path: Path) -> None:
+    """No empty panels: Cora's records give one panel; the datasets without runs are named in the title."""
+    for norm in ("none", "lip"):
+        write_record(tmp_path, fig6_record("cora", norm, 2, 0.005, 0, 0.7, 0.7))
+    fig = fig6.figure(Loader(tmp_path).frame(fig6.ARTIFACT))
+    assert [ax.get_title() for ax in fig.axes] == ["Cora"]
+    assert "not shown: PubMed: not run" in fig._suptitle.get_text()
+    assert "ogbn-arxiv: needs the OGB download" in fig._suptitle.get_text()

@@ -64,3 +64,50 @@ def test_the_declared_ablation_is_row_features_on_cora_and_pubmed() -> None:
     assert len(points) == 90 and {p["energy.features"] for p in points} == {"row"}
     assert {p["dataset.name"] for p in points} == {"cora", "pubmed"} and {p["depth"] for p in points} == {2, 32, 256}
     assert {p["model.init"] for p in points} == {"xavier"} and {p["seed"] for p in points} == set(range(5))
+
+
+# ------------------------------------------------------------------ the encoder depth as a measured choice
+
+
+def _encoder_frame(one: float, two: float) -> pd.DataFrame:
+    """Pre-LN on Cora and PubMed at 2 layers, 5 seeds: the two-layer encoder at ``two`` times the paper's value,
+    the one-Linear encoder at ``one`` times it (records of the one-Linear encoder carry model.encoder_layers=1)."""
+    recs = []
+    for dataset in ("cora", "pubmed"):
+        paper = gh_energy.paper_value("pre", dataset, 2)
+        for seed in range(5):
+            recs.append(_record("pre", dataset, 2, seed, "raw", paper * two))
+            rec = _record("pre", dataset, 2, seed, "raw", paper * one)
+            rec["config"]["model"]["encoder_layers"] = 1
+            recs.append(rec)
+    return pd.DataFrame(recs)
+
+
+def test_the_encoder_block_names_the_encoder_closer_to_the_paper_and_never_mixes_them() -> None:
+    c = gh_energy.cells(_encoder_frame(one=1.2, two=10.0))
+    assert sorted(c["encoder"].unique()) == [1, 2]
+    main = gh_energy._main(c)
+    assert set(main["encoder"]) == {gh_energy.MAIN["encoder"]} and len(main) == 2    # one cell per dataset
+    block = gh_energy.encoder_block(c)
+    assert "Closer to the paper overall: Linear (" in block and "| all | all | 2 | 0.0792 | 1 | 2/2 |" in block
+    assert "| Pre-LN SAN | 0.0682 | 0.0682 | 0.0682 |" in block   # PubMed/Cora under both encoders and the paper's
+    flipped = gh_energy.encoder_block(gh_energy.cells(_encoder_frame(one=10.0, two=1.2)))
+    assert "Closer to the paper overall: Linear-ReLU-Linear" in flipped
+
+
+def test_the_encoder_default_is_the_main_setting_and_keeps_committed_run_ids() -> None:
+    """conf/model/san.yaml's encoder depth is the one the energy table reports as main, and at that default the
+    key stays out of the identity: a committed gh_energy record composes to its own run id."""
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    from lipgnn.diagnostics.runner import compose, run_id_for
+
+    root = Path(__file__).resolve().parents[1]
+    assert OmegaConf.load(root / "conf" / "model" / "san.yaml").encoder_layers == gh_energy.MAIN["encoder"]
+    base = ["experiment=gh_energy", "budget=cpu", "dataset=cora", "variant=san_postln", "depth=2",
+            "model.init=xavier", "seed=0"]
+    committed = run_id_for(compose(base))
+    assert (root / "results" / "runs" / "gh_energy" / f"{committed}.json").exists()
+    assert run_id_for(compose(base + ["model.encoder_layers=1"])) != committed

@@ -23,7 +23,7 @@ def test_kim_bounds_slopes_and_verdict() -> None:
     assert {"n", "upper", "lower"} <= set(table.columns)
     assert abs(kim_bounds.slopes(table)["lower"] - 2.0) < 1e-9
     assert kim_bounds.claims(same)[0].verdict == HOLDS
-    assert kim_bounds.table(same)["csv"].splitlines()[0].startswith("n,upper,lower")
+    assert kim_bounds.table(same)["csv"].splitlines()[0].startswith("n,seed,upper,lower")
     configured = pd.DataFrame([{"status": "completed", "diagnostics": {"n": 100, "p": p, "upper": 9.0, "lower": 1.0},
                                 "config": {"budget": {"name": "cpu"}, "restarts": r, "steps": s}}
                                for p, r, s in (("inf", 50, 200), ("2", 5, 60))])
@@ -43,6 +43,34 @@ def test_kim_bounds_app_k_needs_a_lower_bound_that_grows() -> None:
     assert growing.section == "App. K" and growing.verdict == HOLDS
     falling = kim_bounds.claims(lip2([2.9, 5.1, 2.3]))[1]
     assert falling.verdict == CANNOT_JUDGE and "does not grow with N" in falling.evidence
+
+
+def test_kim_verdicts_are_judged_per_seed_and_a_decisive_one_needs_three_seeds() -> None:
+    """kim._common.by_seed: each seed judged alone; the same verdict on every seed stands, a mix of holds and does
+    not hold is "holds in part"; the report's seed rule turns a one- or two-seed "holds" into "too few seeds"."""
+    from lipgnn.results.report import judged
+    from lipgnn.results.verdict import HOLDS_IN_PART, TOO_FEW_SEEDS
+
+    def seeded(errors_dp: list[list[float]]) -> pd.DataFrame:
+        rows = []
+        for seed, errs in enumerate(errors_dp):
+            for model, e in (("l2", [1e-3, 1e-12]), ("dp", errs)):
+                rows.append({"status": "completed", "seed": seed, "config": {"budget": {"name": "cpu"}, "seed": seed},
+                             "diagnostics": {"model": model, "c": 0.5, "errors": e}})
+        return pd.DataFrame(rows)
+
+    claims = kim_invertibility.ARTIFACT.claims
+    three = claims(seeded([[1.0, 2.0]] * 3))[0]
+    assert (three.verdict, three.n_seeds, three.n_runs) == (HOLDS, 3, 6)
+    assert judged(three, None, "").verdict == HOLDS
+    mixed = claims(seeded([[1.0, 2.0], [1.0, 2.0], [1.0, 1e-12]]))[0]
+    assert mixed.verdict == HOLDS_IN_PART and "seed 2: does not hold" in mixed.evidence
+    one = claims(seeded([[1.0, 2.0]]))[0]
+    assert (one.verdict, one.n_seeds) == (HOLDS, 1)
+    shown = judged(one, None, "")
+    assert shown.verdict == TOO_FEW_SEEDS and "holds on 1 seed" in shown.evidence
+    assert judged(claims(seeded([[1.0, 2.0]] * 2))[0], None, "").verdict == TOO_FEW_SEEDS
+    assert judged(kim_invertibility.claims(seeded([[1.0, 2.0]]))[0], 1, "").verdict == TOO_FEW_SEEDS
 
 
 def test_kim_invertibility_verdict() -> None:

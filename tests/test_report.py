@@ -533,10 +533,12 @@ def test_claims_are_computed_once_and_rendered_by_one_renderer(tmp_path: Path, m
     assert calls["claims"] == 1  # the paper's block and the main index share one computation
     assert list(part) == ["protocol", "fake-table", "fake-claims"]
     assert part["fake-claims"] == (
-        '<a id="fake-claims"></a>\n\n| claim | where | verdict | evidence | runs |\n|:---|:---:|:---:|:---:|:---:|\n'
-        "| “energy grows \\| with depth” | §3.2 | **holds** | ours 1→2 | 5 |\n"
-        "| “nonlocal decays slowly” | §4.2 | **not run** | no records | 0 |\n")
-    assert "| Guan & He | §3.2 | “energy grows \\| with depth” | **holds** | 5 | [fake](x.md#fake) |" in index
+        '<a id="fake-claims"></a>\n\n| claim | where | verdict | evidence | runs | our budget vs the paper\'s |\n'
+        "|:---|:---:|:---:|:---:|:---:|:---:|\n"
+        "| “energy grows \\| with depth” | §3.2 | **holds** | ours 1→2 | 5 | not stated |\n"
+        "| “nonlocal decays slowly” | §4.2 | **not run** | no records | 0 | not stated |\n")
+    assert ("| Guan & He | §3.2 | [energy grows \\| with depth](#q-1) | **holds** | = | - | not stated | 5 | "
+            "[fake](x.md#fake) |") in index
     assert "fake-claims" not in render_blocks(tmp_path, MAIN_PAPER, loader)  # the main part is the index
     render_blocks(tmp_path, "guan_he")  # a new load computes them afresh
     assert calls["claims"] == 2
@@ -558,3 +560,45 @@ def test_every_claims_artifact_outside_the_main_part_has_its_claims_block_in_its
             continue
         names = block_names(report_path(ROOT / "results", artifact.paper).read_text(encoding="utf-8"))
         assert f"{artifact.name}{CLAIMS_SUFFIX}" in names, artifact.name
+
+
+# ------------------------------------------------------------------ the first screen and stale prose
+
+REPORTS = {"REPRODUCTION.md": "REPRODUCTION.md", "reproduction/guan_he.md": "reproduction/guan_he.md",
+           "reproduction/kim.md": "reproduction/kim.md"}
+
+
+def test_the_first_screen_answers_what_reproduces() -> None:
+    """Within its first 40 lines the entry point shows the tally per paper (raw and after Holm) and one row per
+    artifact with claims (what the paper shows, our verdicts, seeds, our budget vs the paper's), then the index."""
+    from lipgnn.results import registry
+
+    text = (ROOT / "results" / "REPRODUCTION.md").read_text(encoding="utf-8")
+    head = "\n".join(text.splitlines()[:40])
+    assert "| paper | claims | verdicts | after Holm |" in head
+    assert "| artifact | what the paper shows | our verdicts | seeds | our budget vs the paper's |" in head
+    for artifact in registry.artifacts():
+        if artifact.claims is not None:
+            assert f"| [{artifact.name}](" in head, artifact.name
+    assert text.index("## Claims index") < text.index("## Protocol and run inventory")
+
+
+def test_stale_prose_outside_the_markers_is_flagged() -> None:
+    """A verdict word or a dataset count in hand-written prose that contradicts the blocks is named."""
+    from lipgnn.results.render.prose import stale_prose
+
+    block = ("<!-- auto:x -->\n| “We observe that the Laplacian energy decays gradually” | §4.2 | **holds in part** | "
+             "monotone in 2/5 datasets | 125 |\n<!-- /auto:x -->\n")
+    stale = block + '"Decays gradually" holds; algebraic decay holds on one of the three datasets.\n'
+    found = stale_prose({"g.md": stale})
+    assert len(found) == 2 and "holds in part" in found[0] and "5 datasets" in found[1]
+    fresh = block + '"Decays gradually" holds in part; algebraic decay holds on one of the five datasets.\n'
+    assert stale_prose({"g.md": fresh}) == []
+    assert stale_prose({"m.md": 'some verdicts read "too few seeds".\n' + block})   # no claim reads that
+
+
+def test_the_committed_reports_prose_agrees_with_their_blocks() -> None:
+    from lipgnn.results.render.prose import stale_prose
+
+    files = {name: (ROOT / "results" / path).read_text(encoding="utf-8") for name, path in REPORTS.items()}
+    assert stale_prose(files) == []

@@ -246,3 +246,15 @@ def test_fused_san_equals_pyg_san(use_nonlocal: bool) -> None:
                           DataSpec(num_features=3, num_classes=2), 2).eval()
         outs.append(net(x, PATH))
     torch.testing.assert_close(outs[0], outs[1], atol=1e-5, rtol=1e-5)
+
+
+def test_encoder_depth_one_linear_or_linear_act_linear() -> None:
+    """model.encoder_layers (Guan & He's "a dropout, and a MLP", depth unstated): 1 -> Dropout, Linear; 2 (the
+    default) -> Dropout, Linear, ReLU, Linear; anything else is refused in one line."""
+    spec = DataSpec(num_features=3, num_classes=2)
+    two = build_model(san_cfg(), NONE, spec, 1).encoder
+    assert len(two) == 4 and [type(m).__name__ for m in two][2:] == ["ReLU", "Linear"]
+    one = build_model(san_cfg(encoder_layers=1), NONE, spec, 1).encoder
+    assert len(one) == 2 and isinstance(one[0], nn.Dropout) and one[1].out_features == 8
+    with pytest.raises(ConfigError, match="model.encoder_layers=3 is invalid"):
+        build_model(san_cfg(encoder_layers=3), NONE, spec, 1)

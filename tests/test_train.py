@@ -308,3 +308,30 @@ def test_the_trainers_adam_is_torchs_fused_kernel_with_the_same_updates() -> Non
     for a, b, a0 in zip(params, reference, start, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
         assert (a - a0).abs().min() > 0.01  # five steps of lr 0.01 moved every entry
+
+
+def test_a_tied_validation_epoch_keeps_the_earlier_best_and_does_not_reset_the_patience(monkeypatch) -> None:
+    """The best-validation rule (trainer docstring): epoch 3 ties epoch 2's validation metric; the kept metrics
+    stay epoch 2's and ``early_stopping=3`` stops at epoch 5 (3 evaluations after epoch 2). Taking the later tie
+    (``>=``) would keep epoch 3 and train to epoch 6."""
+    from types import SimpleNamespace
+
+    from omegaconf import OmegaConf
+
+    from lipgnn.train.trainer import Trainer
+
+    vals = [0.5, 0.7, 0.7, 0.6, 0.6, 0.6, 0.6, 0.6]
+    cfg = OmegaConf.create({"epochs": len(vals), "lr": 0.01, "weight_decay": 0.0, "scheduler": "none",
+                            "eval_every": 1, "early_stopping": 3, "checkpoint_every": 0, "grad_clip": 0.0})
+    trainer = Trainer(cfg, device=torch.device("cpu"), seed=0, progress=False)
+    calls = iter(range(len(vals)))
+
+    def evaluate(model, task):
+        i = next(calls)
+        return {"train": 0.9, "val": vals[i], "test": i / 10}, 1.0
+
+    monkeypatch.setattr(trainer, "_train_epoch", lambda *args, **kwargs: (0.5, None))
+    monkeypatch.setattr(trainer, "_evaluate", evaluate)
+    result = trainer.fit(torch.nn.Linear(2, 2), SimpleNamespace(spec=SimpleNamespace(multilabel=False)))
+    assert result.best["epoch"] == 2 and result.best["test"] == 0.1
+    assert result.epochs_run == 5

@@ -16,7 +16,7 @@ from lipgnn.results.artifacts.lipschitznorm._spread import rank
 from lipgnn.results.engine import Loader
 from lipgnn.results.records import flatten_record, records_frame
 from lipgnn.results.report import render_blocks
-from lipgnn.results.stats import greater, no_clear_lead, t_interval
+from lipgnn.results.stats import greater, no_clear_lead, t_interval, under_budget
 from lipgnn.results.store import config_key, write_record
 from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, NOT_RUN, TIE, TOO_FEW_SEEDS, UNDER_BUDGET
 
@@ -185,3 +185,106 @@ def test_spread_rule_on_one_and_two_seeds() -> None:
     assert rank(runs([0.71, 0.75]), runs([0.70, 0.74])).verdict == TIE
     assert rank(runs([0.80, 0.82]), runs([0.60, 0.64])).verdict == TOO_FEW_SEEDS
     assert rank(runs([]), runs([0.5])).verdict == NOT_RUN
+
+
+# ------------------------------------------------------------------ rules the verdicts rest on
+
+
+def test_a_record_in_two_sweeps_is_judged_against_the_smaller_epoch_budget(tmp_path: Path, conf: Path) -> None:
+    """grid.check_grid: the 200-epoch runs of a point that a 1000-epoch sweep also declares are complete runs of
+    the 200-epoch sweep, not "under budget" (judging them against the larger budget would be)."""
+    (conf / "grid" / "table3_cpu_1000.yaml").write_text(
+        (conf / "grid" / "table3_cpu.yaml").read_text().replace("epochs: 200", "epochs: 1000"))
+    grid._declared_grid.cache_clear()
+    write(tmp_path, [0.70, 0.72, 0.74], [0.60, 0.61, 0.65])
+    frame = Loader(tmp_path).frame(table3.ARTIFACT)
+    assert set(frame["declared_epochs"]) == {200.0}
+    assert not under_budget(frame)
+
+
+def _runs(rows: list[tuple[str, int, float, float]]) -> pd.DataFrame:
+    """(config_key, depth, val, test) per run, seeds 0.. per key, in ``with_selected_metrics``'s columns."""
+    out, seeds = [], {}
+    for key, depth, val, test in rows:
+        seeds[key] = seeds.get(key, -1) + 1
+        out.append({"config_key": key, "depth": depth, "seed": seeds[key], "sel_val": val, "sel_test": test,
+                    "diverged": False})
+    return pd.DataFrame(out)
+
+
+def test_a_validation_tie_selects_the_shallower_configuration_then_the_smaller_hash() -> None:
+    """protocol.select_best, rule 5: equal mean validation -> the shallower depth wins, across depths (whatever
+    the hash order says), and within one depth the config hash that sorts first."""
+    from lipgnn.results.protocol import select_best
+
+    across = _runs([("aaa", 8, 0.70, 0.10), ("aaa", 8, 0.80, 0.10), ("zzz", 2, 0.75, 0.90), ("zzz", 2, 0.75, 0.90)])
+    sel = select_best(across)
+    assert (sel.config_key, sel.depth, sel.mean) == ("zzz", 2, 0.90)
+    within = _runs([("bbb", 4, 0.75, 0.20), ("aaa", 4, 0.75, 0.60), ("ccc", 4, 0.74, 0.99)])
+    sel = select_best(within)
+    assert (sel.config_key, sel.mean) == ("aaa", 0.60)
+
+
+# ------------------------------------------------------------------ multiplicity, seeds, the paper's protocol
+
+
+def test_holm_adjusts_a_family_of_paired_tests_by_hand() -> None:
+    """Holm: p sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1, made monotone: 0.02, 0.03, 0.06, 0.06. A decisive
+    verdict whose adjusted p reaches 0.05 becomes a tie; a claim without a paired test keeps its verdict."""
+    from lipgnn.results.stats import holm, holm_adjusted
+
+    assert holm_adjusted([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([HOLDS, HOLDS, DOES_NOT_HOLD, TIE, HOLDS], [0.01, 0.04, 0.03, 0.5, None]) == \
+        [HOLDS, TIE, TIE, TIE, HOLDS]
+    # the interval's own test: p < 0.05 exactly when the 95% interval excludes the threshold
+    for values in ([1.0, 1.1, 1.2], [1.0, 2.0, 3.0], [-0.2, 0.1, 0.5, 0.3]):
+        ci = t_interval(values)
+        assert (ci.p_value() < 0.05) == (ci.lo > 0 or ci.hi < 0)
+    assert t_interval([2.0, 2.1, 2.2]).p_value(2.1) == pytest.approx(1.0)
+
+
+def test_the_index_prints_the_holm_verdict_and_the_distance_from_the_papers_protocol(tmp_path: Path,
+                                                                                     conf: Path) -> None:
+    """A Table 3 claim that holds raw at 200 epochs: its index row names 200 of the paper grid's 1000 epochs, its
+    seeds and its Holm verdict; the tally reports both."""
+    from lipgnn.results.paper_protocol import distance
+
+    write(tmp_path, [0.70, 0.72, 0.74], [0.60, 0.61, 0.65])
+    frame = Loader(tmp_path).frame(table3.ARTIFACT)
+    assert "200 of 1000 epochs" in distance("table3", frame)
+    blocks = render_blocks(tmp_path)
+    (row,) = [line for line in blocks["claims"].splitlines() if LABEL in line]
+    assert "**holds**" in row and "200 of 1000 epochs" in row and "| 3 |" in row
+    assert "After Holm's adjustment per paper" in blocks["claims"]
+    assert "200 of 1000 epochs" in blocks["summary"].split("[table3]")[1].splitlines()[0]
+
+
+def test_protocol_distance_by_hand() -> None:
+    """Epochs below the paper's, fewer seeds per configuration, fewer configurations per cell and datasets are
+    each named; runs at the paper's protocol read "paper protocol"."""
+    from lipgnn.results.paper_protocol import training_distance
+
+    runs = pd.DataFrame({"status": "completed", "in_grid": True, "epochs": [200.0, 200.0, 500.0],
+                         "config_key": ["a", "a", "b"], "seed": [0, 1, 0], "variant": "GAT", "dataset": "cora",
+                         "depth": 2})
+    paper = {"epochs": 1000, "seeds": 5, "configs": 8, "datasets": 2}
+    assert training_distance(runs, paper) == ["200-500 of 1000 epochs", "1-2 of 5 seeds",
+                                              "2 of 8 configurations per cell", "1 of 2 datasets"]
+    assert training_distance(runs, {"epochs": 200, "seeds": 1, "configs": 1}) == []
+
+
+def test_a_decisive_verdict_on_a_record_from_uncommitted_code_is_marked_and_listed(tmp_path: Path,
+                                                                                    conf: Path) -> None:
+    """One GAT-res record written with uncommitted changes: the "holds" it supports is marked in the index and the
+    dirty block names the record as scripts/rerun_records.py takes it (<experiment>/<run id>)."""
+    write(tmp_path, [0.70, 0.72, 0.74], [0.60, 0.61, 0.65])
+    rec = record("none", True, 1, 0.61)
+    rec["git_commit"] = "b" * 40 + "-dirty"
+    write_record(tmp_path, rec)   # the same run id: the record is replaced
+    blocks = render_blocks(tmp_path)
+    (row,) = [line for line in blocks["claims"].splitlines() if LABEL in line]
+    assert "**holds** ([1 -dirty](#dirty))" in row
+    assert f"`table3/{rec['run_id']}`" in blocks["dirty"]
+    clean = tmp_path / "clean"
+    write(clean, [0.70, 0.72, 0.74], [0.60, 0.61, 0.65])
+    assert "No decisive verdict rests on a record" in render_blocks(clean)["dirty"]

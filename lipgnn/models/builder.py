@@ -519,6 +519,10 @@ def _build_san(model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
         raise ConfigError(f"model.hidden={hidden} and model.heads={heads} are invalid for model=san: "
                           "use hidden >= 1 and heads >= 1 dividing hidden (head size = hidden / heads)")
     ffn_hidden = int(_opt(model_cfg, "ffn_hidden"))
+    encoder_layers = _opt(model_cfg, "encoder_layers")
+    if isinstance(encoder_layers, bool) or encoder_layers not in (1, 2):
+        raise ConfigError(f"model.encoder_layers={encoder_layers} is invalid for model=san; use 1 (one Linear) or 2 "
+                          "(Linear -> activation -> Linear)")
     if ffn_hidden < 1:
         raise ConfigError(f"model.ffn_hidden={ffn_hidden} is invalid; set the FFN width >= 1")
     dropout = float(_opt(model_cfg, "dropout"))
@@ -552,10 +556,13 @@ def _build_san(model_cfg: Any, norm_cfg: Any, spec: Any, depth: Any,
     if input_kind == "embedding":
         encoder: nn.Module = EmbeddingSum(vocab_sizes, hidden)
     else:
+        # The paper's "dropout, and a MLP" (App. B.1), its depth unstated: model.encoder_layers = 1 (Linear) or
+        # 2 (Linear -> act -> Linear); results/reproduction/guan_he.md measures which reproduces its energies.
         layers: list[nn.Module] = [nn.Dropout(dropout), input_linear_class(requested_impl)(num_features, hidden)]
-        if act_cls is not None:
-            layers.append(act_cls())
-        layers.append(nn.Linear(hidden, hidden))
+        if encoder_layers == 2:
+            if act_cls is not None:
+                layers.append(act_cls())
+            layers.append(nn.Linear(hidden, hidden))
         encoder = DroppedInputMLP(*layers)
     return DeepGNN(encoder, blocks, nn.Linear(hidden, num_classes), self_loops=True, model_name=SAN_NAME,
                    norm_name=norm)

@@ -53,7 +53,8 @@ def architecture(cfg: Mapping[str, Any]) -> str:
 
 def energy_frame(df: pd.DataFrame) -> pd.DataFrame:
     """One row per completed record carrying energies: architecture, model, norm, dataset, depth, seed, init,
-    features, width, and ``init_lap`` / ``init_dir`` / ``trained_lap`` / ``trained_dir`` (lists over k)."""
+    features, encoder (linear layers of SAN's encoder), width, and ``init_lap`` / ``init_dir`` / ``trained_lap`` /
+    ``trained_dir`` (lists over k)."""
     rows = []
     for _, rec in df.iterrows():
         diag = rec.get("diagnostics") or {}
@@ -72,6 +73,7 @@ def energy_frame(df: pd.DataFrame) -> pd.DataFrame:
             "seed": int(_get(cfg, "seed", 0)),
             "init": str(_get(cfg, "model.init", "default")),
             "features": str(_get(cfg, "energy.features", "raw")),
+            "encoder": int(_get(cfg, "model.encoder_layers", 2)),  # SAN's encoder depth; absent: 2, as before the key
             "epochs": _get(cfg, "train.epochs"),
             "width": int(energy.get("width") or 0),
             "init_lap": _floats(init.get("laplacian")),

@@ -253,6 +253,11 @@ def check_grid(df: pd.DataFrame, conf_dir: Path | None = None) -> GridCheck:
     declared epochs it is a stray, outside the grid, never a candidate. ``declared_epochs`` is the smallest budget
     of the sweeps a record belongs to. An experiment without any grid file for a budget declares nothing: its
     records all count as inside.
+    A record inside several sweeps with different epoch budgets (a fig4 point in both ``fig4_cpu``, 200 epochs,
+    and ``fig4_cpu_1000``) is judged against the SMALLEST of them: a run is complete when it meets the budget of
+    some sweep that asks for it, so a 200-epoch run of the 200-epoch sweep is never "under budget" because a
+    longer sweep also covers its point (the longer sweep's own runs carry their longer ``train.epochs`` and form
+    their own cells).
     """
     epochs: list[float] = []
     hits: list[list[tuple[str, int, bool]] | None] = []   # per record: (sweep, point, has the sweep's epochs)
@@ -275,7 +280,7 @@ def check_grid(df: pd.DataFrame, conf_dir: Path | None = None) -> GridCheck:
                 mine.append((f"{key}/{sweep.name}", index, full))
         hits.append(mine)
         budgets = [s.epochs for s in grid.sweeps if any(f"{key}/{s.name}" == h[0] for h in mine)]
-        epochs.append(min(budgets) if budgets else math.nan)
+        epochs.append(min(budgets) if budgets else math.nan)   # the smallest budget (docstring), never the largest
     at_budget = {(name, index) for mine in hits if mine for name, index, full in mine if full}
     in_grid = [True if mine is None else any(full or (name, index) not in at_budget for name, index, full in mine)
                for mine in hits]

@@ -90,6 +90,7 @@ class Cell:
     ci: Interval = Interval(0, math.nan, math.nan, math.nan)   # t-interval of the mean, percent
     under_budget: bool = False       # some run of the selected configuration is below its declared epochs
     runs: pd.DataFrame | None = None  # the selected configuration's runs (for paired comparisons)
+    all_runs: pd.DataFrame | None = None  # every run of the cell, all configurations (the selection reads them)
 
     @property
     def partial(self) -> str:
@@ -151,6 +152,7 @@ def build_cells(df: pd.DataFrame, spec: TableSpec) -> list[Cell]:
             full = fullest if declared is None else declared
             n_failed = int((cell_runs(keyed_all, row, column)["status"] == "failed").sum())
             cell.grid_runs, cell.full_grid_runs = len(here), full
+            cell.all_runs = here
             notes = []
             if here.empty:
                 cell.state = NEEDS_OGB if dataset in OGB_DATASETS else NOT_RUN

@@ -50,9 +50,11 @@ def note(ax, text: str) -> None:
 
 def legend(ax, **kwargs) -> None:
     """``ax.legend(**kwargs)`` when the axes has labelled artists; a panel drawn from no records has none, and
-    matplotlib would warn for every empty figure."""
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(**kwargs)
+    matplotlib would warn for every empty figure. A label drawn more than once (one line per seed) is listed once."""
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        first = {label: handles[labels.index(label)] for label in dict.fromkeys(labels)}
+        ax.legend(list(first.values()), list(first.keys()), **kwargs)
 
 
 def empty_figure(name: str, title: str) -> Figure:

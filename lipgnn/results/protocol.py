@@ -6,8 +6,10 @@
 3. runs are grouped by configuration = the whole config but the seed (``config_key``);
 4. a run is *diverged* when its record says so or its selected val/test metric is not finite; diverged runs
    are excluded from the means and counted; a configuration whose seeds all diverged cannot be selected;
-5. the configuration with the best mean VALIDATION metric over its non-diverged seeds is selected (ties:
-   shallower, then the smaller config hash);
+5. the configuration with the best mean VALIDATION metric over its non-diverged seeds is selected; on an
+   exact tie of that mean the SHALLOWER configuration wins (fewer layers reach it: the simpler model), and
+   within one depth the configuration whose config hash (``config_key``) sorts first, an arbitrary but fixed
+   order so the same records always select the same cell;
 6. its TEST metric is reported as mean ± sample standard deviation (ddof=1) over its non-diverged seeds;
 7. a sweep gives every cell the same grid, so a cell with fewer runs than the fullest cell is *partial*
    (its sweep was stopped, or runs failed).
@@ -58,7 +60,8 @@ def select_best(runs: pd.DataFrame, value: str = "sel_test", score: str = "sel_v
     """Select the configuration with the best mean ``score`` (validation) and aggregate ``value`` (test).
 
     ``runs`` must come from ``with_selected_metrics``. Returns None when no configuration has a
-    non-diverged run.
+    non-diverged run. Ties of the mean ``score``: the shallower configuration, then the smaller ``config_key``
+    (the module docstring's rule 5); a configuration without one recorded depth sorts as depth -1.
     """
     candidates = []
     for key, group in runs.groupby("config_key", sort=True):
@@ -69,7 +72,7 @@ def select_best(runs: pd.DataFrame, value: str = "sel_test", score: str = "sel_v
         candidates.append((-float(ok[score].mean()), depth if depth is not None else -1, str(key), group))
     if not candidates:
         return None
-    candidates.sort(key=lambda c: c[:3])
+    candidates.sort(key=lambda c: c[:3])   # best mean score, then shallower, then the smaller config hash
     neg_val, _, key, group = candidates[0]
     ok = group[~group["diverged"]]
     values = ok[value].to_numpy(dtype=float)

@@ -22,10 +22,11 @@ byte-identical report.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import subprocess
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -35,12 +36,14 @@ from lipgnn.results import registry
 from lipgnn.results.artifact import Artifact
 from lipgnn.results.engine import Loader
 from lipgnn.results.labels import NOT_RUN_BUDGET
+from lipgnn.results.paper_protocol import distance
 from lipgnn.results.render.markers import close_marker, open_marker, replace_blocks
 from lipgnn.results.render.text import claims_table, md_cell, md_table
-from lipgnn.results.reporting import short_commit, summary
+from lipgnn.results.reporting import dirty_ids, short_commit, summary
 from lipgnn.results.stats import LEGEND as STATS_LEGEND
+from lipgnn.results.stats import MIN_SEEDS, holm, seed_rule
 from lipgnn.results.store import _atomic_write_text, record_paths
-from lipgnn.results.verdict import Claim
+from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, Claim
 
 log = logging.getLogger("lipgnn.results")
 
@@ -161,13 +164,55 @@ def provenance_text(commits: pd.Series) -> str:
 _CLAIMS: weakref.WeakKeyDictionary[Loader, dict[str, list[Claim]]] = weakref.WeakKeyDictionary()
 
 
+def artifact_seeds(frame: pd.DataFrame) -> int | None:
+    """The distinct seeds of an artifact's completed runs inside its declared grid: the most any of its claims
+    can rest on (None when the records carry no seed)."""
+    if frame is None or frame.empty or "seed" not in frame:
+        return None
+    keep = frame["status"].astype(str) == "completed" if "status" in frame else pd.Series(True, index=frame.index)
+    if "in_grid" in frame:
+        keep &= frame["in_grid"].astype(bool)
+    seeds = frame.loc[keep, "seed"].dropna()
+    return int(seeds.nunique()) if len(seeds) else None
+
+
+def artifact_dirty(frame: pd.DataFrame) -> tuple[str, ...]:
+    """Run ids of an artifact's completed in-grid records written with uncommitted changes (``-dirty``)."""
+    if frame is None or frame.empty or "git_commit" not in frame:
+        return ()
+    keep = frame["status"].astype(str) == "completed" if "status" in frame else pd.Series(True, index=frame.index)
+    if "in_grid" in frame:
+        keep &= frame["in_grid"].astype(bool)
+    return dirty_ids(frame[keep])
+
+
+def judged(claim: Claim, fallback_seeds: int | None, protocol: str,
+           fallback_dirty: tuple[str, ...] = ()) -> Claim:
+    """A claim as the report prints it: the seed rule applied (``stats.seed_rule``: a decisive verdict on fewer
+    than ``MIN_SEEDS`` seeds, the claim's own ``n_seeds`` or else the artifact's, reads "too few seeds", the
+    seeds' own verdict kept in the evidence) and its distance from the paper's protocol attached."""
+    n_seeds = claim.n_seeds if claim.n_seeds is not None else fallback_seeds
+    verdict = seed_rule(claim.verdict, n_seeds)
+    evidence = claim.evidence
+    if verdict != claim.verdict:
+        evidence = (f"{evidence.rstrip('.')}; {claim.verdict} on {n_seeds} seed{'s' if n_seeds != 1 else ''}, "
+                    f"a decisive verdict needs {MIN_SEEDS}")
+    dirty, scope = (claim.dirty, claim.dirty_scope) if claim.dirty is not None else (fallback_dirty, "artifact")
+    return replace(claim, verdict=verdict, evidence=evidence, n_seeds=n_seeds, protocol=protocol, dirty=dirty,
+                   dirty_scope=scope)
+
+
 def artifact_claims(loader: Loader, artifact: Artifact) -> list[Claim]:
-    """``artifact.claims`` on its records, computed once per ``loader`` (empty without claims)."""
+    """``artifact.claims`` on its records as the report prints them (``judged``), computed once per ``loader``
+    (empty without claims)."""
     if artifact.claims is None:
         return []
     cache = _CLAIMS.setdefault(loader, {})
     if artifact.name not in cache:
-        cache[artifact.name] = artifact.claims(loader.frame(artifact))
+        frame = loader.frame(artifact)
+        protocol = distance(artifact.name, loader.experiment(artifact.experiments[0]))
+        cache[artifact.name] = [judged(c, artifact_seeds(frame), protocol, artifact_dirty(frame))
+                                for c in artifact.claims(frame)]
     return cache[artifact.name]
 
 
@@ -180,6 +225,12 @@ def render_blocks(results_dir: str | os.PathLike, paper: str = MAIN_PAPER,
     blocks = {PROTOCOL_BLOCK: block_protocol(loader, paper)}
     for artifact in paper_artifacts(paper):
         bodies = artifact.report(loader.frame(artifact))
+        if artifact.claims is not None and bodies:
+            # Every block of verdicts says how far its runs are from the paper's protocol (first block).
+            first = next(iter(bodies))
+            protocol = distance(artifact.name, loader.experiment(artifact.experiments[0]))
+            bodies = {**bodies, first: f"*Our budget vs the paper's ({artifact.name}): {protocol}.*\n\n"
+                      + bodies[first]}
         if artifact.claims is not None and paper != MAIN_PAPER:
             name = f"{artifact.name}{CLAIMS_SUFFIX}"
             if name in bodies:
@@ -191,7 +242,10 @@ def render_blocks(results_dir: str | os.PathLike, paper: str = MAIN_PAPER,
                 raise ValueError(f"report block {name!r} of artifact {artifact.name} is defined twice: rename it")
             blocks[name] = f'<a id="{name}"></a>\n\n{body}'   # the claims index links here
     if paper == MAIN_PAPER:
+        blocks[SUMMARY_BLOCK] = block_summary(loader)
         blocks[CLAIMS_BLOCK] = block_claims(loader)
+        blocks[QUOTES_BLOCK] = block_quotes(loader)
+        blocks[DIRTY_BLOCK] = block_dirty(loader)
     return blocks
 
 
@@ -204,21 +258,150 @@ def _claim_link(paper: str, anchor: str) -> str:
     return f"{where}#{anchor.lstrip('#')}"
 
 
+QUOTES_BLOCK = "claims-quotes"
+DIRTY_BLOCK = "dirty"
+DECISIVE = (HOLDS, DOES_NOT_HOLD)
+SUMMARY_BLOCK = "summary"
+#: Words of a claim's short label when its quote names no compared cells (``quote — label``).
+LABEL_WORDS = 9
+
+
+def claim_label(quote: str) -> str:
+    """A short label of a claim: what its quote compares (the part after " — "), else its first words."""
+    if " — " in quote:
+        return quote.rsplit(" — ", 1)[1]
+    words = quote.replace("“", "").replace("”", "").split()
+    return " ".join(words[:LABEL_WORDS]) + (" …" if len(words) > LABEL_WORDS else "")
+
+
+@dataclass(frozen=True)
+class IndexRow:
+    """One claim of the index with its artifact, its Holm verdict and its number (``#q-<n>``)."""
+
+    number: int
+    artifact: Artifact
+    claim: Claim
+    holm: str
+
+
+def index_rows(loader: Loader) -> list[IndexRow]:
+    """Every paper's claims in registry order, numbered, each with its Holm verdict within its paper's family
+    (``stats.holm``)."""
+    pairs = [(a, c) for a in registry.artifacts() for c in artifact_claims(loader, a)]
+    holm_of: dict[int, str] = {}
+    for paper in dict.fromkeys(c.paper for _, c in pairs):
+        members = [i for i, (_, c) in enumerate(pairs) if c.paper == paper]
+        verdicts = holm([pairs[i][1].verdict for i in members], [pairs[i][1].p_value for i in members])
+        holm_of.update(zip(members, verdicts, strict=True))
+    return [IndexRow(i + 1, a, c, holm_of[i]) for i, (a, c) in enumerate(pairs)]
+
+
+def _tally(verdicts: list[str]) -> str:
+    counts = pd.Series(verdicts, dtype=object).value_counts()
+    return ", ".join(f"{v} {n}" for v, n in counts.items()) if len(counts) else "none"
+
+
 def block_claims(loader: Loader) -> str:
-    """One row per claim of every paper: section, the paper's words, our verdict, runs, and a link."""
+    """One row per claim of every paper: section, a short label linked to the paper's words (the
+    ``claims-quotes`` block), our verdict, its Holm verdict, seeds, the distance from the paper's protocol, runs,
+    and a link to the evidence."""
     rows = []
-    for artifact in registry.artifacts():
-        for claim in artifact_claims(loader, artifact):
-            rows.append([PAPER_SHORT.get(claim.paper, claim.paper), claim.section,
-                         f"“{md_cell(claim.quote)}”", f"**{claim.verdict}**", str(claim.n_runs),
-                         f"[{artifact.name}]({_claim_link(artifact.paper, claim.anchor)})"])
+    index = index_rows(loader)
+    for row in index:
+        claim = row.claim
+        rows.append([PAPER_SHORT.get(claim.paper, claim.paper), md_cell(claim.section),
+                     f"[{md_cell(claim_label(claim.quote))}](#q-{row.number})", verdict_cell(claim),
+                     row.holm if row.holm != claim.verdict else "=",
+                     str(claim.n_seeds) if claim.n_seeds is not None else "-", md_cell(claim.protocol or "-"),
+                     str(claim.n_runs), f"[{row.artifact.name}]({_claim_link(row.artifact.paper, claim.anchor)})"])
     if not rows:
         return "No claims registered."
-    counts = pd.Series([r[3].strip("*") for r in rows]).value_counts()
-    header = ["paper", "section", "claim (the paper's words — what is compared)", "verdict", "runs", "evidence"]
+    header = ["paper", "section", "claim (the paper's words behind the link)", "verdict", "Holm", "seeds",
+              "our budget vs the paper's", "runs", "evidence"]
+    family = sum(1 for r in index if r.claim.p_value is not None and math.isfinite(r.claim.p_value))
     lines = md_table(header, rows)
-    lines += ["", "Verdict counts: " + ", ".join(f"{v} {n}" for v, n in counts.items()) + ".", "", STATS_LEGEND]
+    lines += ["", f"Verdict counts: {_tally([r.claim.verdict for r in index])}. After Holm's adjustment per paper "
+              f"({family} paired tests): {_tally([r.holm for r in index])}.", "",
+              STATS_LEGEND + " \"Holm\": the verdict after Holm's step-down adjustment of the paired tests' "
+              "p-values within each paper (\"=\": unchanged; claims not decided by a paired test keep their verdict). "
+              f"\"seeds\": the seeds the verdict rests on (a decisive verdict needs {MIN_SEEDS}). "
+              "\"our budget vs the paper's\": "
+              "where the runs fall short of the protocol the paper states (docs/paper_protocol.yaml), computed from "
+              "the records; \"paper protocol\" when they do not."]
     return "\n".join(lines)
+
+
+def on_dirty(claim: Claim) -> bool:
+    """A decisive verdict ("holds" / "does not hold") resting on records written with uncommitted changes."""
+    return claim.verdict in DECISIVE and bool(claim.dirty)
+
+
+def verdict_cell(claim: Claim) -> str:
+    """``**holds**``, marked ``(k -dirty)`` when it is decisive and rests on -dirty records (``dirty`` block)."""
+    return f"**{claim.verdict}**" + (f" ([{len(claim.dirty)} -dirty](#dirty))" if on_dirty(claim) else "")
+
+
+def block_dirty(loader: Loader) -> str:
+    """Every decisive verdict resting on records written from uncommitted code, with those records' run ids: the
+    uncommitted diff is not stored, so it cannot be shown not to touch the code that ran; a rerun from a clean
+    checkout (same run id, ``overwrite=true``) replaces such a record."""
+    index = index_rows(loader)
+    rows = [row for row in index if on_dirty(row.claim)]
+    if not any(row.claim.verdict in DECISIVE for row in index):
+        return "No decisive verdict yet: every claim is not run or undecided."
+    if not rows:
+        return "No decisive verdict rests on a record written with uncommitted changes."
+    lines = [f"{len(rows)} decisive verdict(s) rest on records written with uncommitted changes (`-dirty` in the "
+             "record's `git_commit`); they are marked in the index:", ""]
+    for row in rows:
+        claim = row.claim
+        ids = ", ".join(f"`{r}`" for r in claim.dirty)
+        lines.append(f"- [{row.number}](#q-{row.number}) {PAPER_SHORT.get(claim.paper, claim.paper)} "
+                     f"{md_cell(claim_label(claim.quote))} — **{claim.verdict}**: "
+                     + (f"{len(claim.dirty)} of the cells' records: " if claim.dirty_scope == "claim" else
+                        f"{len(claim.dirty)} of the artifact's records (the verdict does not say which it reads): ")
+                     + ids)
+    return "\n".join(lines)
+
+
+def block_quotes(loader: Loader) -> str:
+    """The paper's words of every claim of the index, each under its own anchor ``q-<n>``, with our evidence."""
+    lines = []
+    for row in index_rows(loader):
+        claim = row.claim
+        lines += [f'<a id="q-{row.number}"></a>**{row.number}.** {PAPER_SHORT.get(claim.paper, claim.paper)}, '
+                  f"{claim.section}: “{claim.quote}” — **{claim.verdict}**"
+                  + (f" (Holm: {row.holm})" if row.holm != claim.verdict else "")
+                  + f"; {claim.protocol or '-'}. {claim.evidence}", ""]
+    return "\n".join(lines).rstrip() or "No claims registered."
+
+
+def _artifact_verdicts(claims: list[Claim]) -> str:
+    return _tally([c.verdict for c in claims]) if claims else "no claim"
+
+
+def block_summary(loader: Loader) -> str:
+    """The first screen: the tally per paper (raw and after Holm), then per artifact what the paper shows, our
+    verdicts, seeds and our budget against the paper's."""
+    index = index_rows(loader)
+    papers = list(dict.fromkeys(r.claim.paper for r in index))
+    tally = ["| paper | claims | verdicts | after Holm |", "|:---|:---:|:---|:---|"]
+    for paper in papers:
+        mine = [r for r in index if r.claim.paper == paper]
+        tally.append(f"| {PAPER_SHORT.get(paper, paper)} | {len(mine)} | {_tally([r.claim.verdict for r in mine])} | "
+                     f"{_tally([r.holm for r in mine])} |")
+    rows = ["| artifact | what the paper shows | our verdicts | seeds | our budget vs the paper's |",
+            "|:---|:---|:---|:---:|:---|"]
+    for artifact in registry.artifacts():
+        claims = artifact_claims(loader, artifact)
+        if not claims:
+            continue
+        seeds = sorted({c.n_seeds for c in claims if c.n_seeds is not None})
+        seed_text = "-" if not seeds else (str(seeds[0]) if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]}")
+        link = _claim_link(artifact.paper, claims[0].anchor)
+        rows.append(f"| [{artifact.name}]({link}) | {md_cell(artifact.title)} | {_artifact_verdicts(claims)} | "
+                    f"{seed_text} | {md_cell(claims[0].protocol or '-')} |")
+    return "\n".join(tally + [""] + rows)
 
 
 def skeleton(blocks: dict[str, str], paper: str = MAIN_PAPER) -> str:

@@ -46,9 +46,24 @@ class Finding:
     verdict: str
     reason: str
     n_runs: int = 0
+    p_value: float | None = None   # the paired test's two-sided p against the claim's threshold (Holm family)
+    n_seeds: int | None = None     # the paired seeds the verdict rests on
+    dirty: tuple[str, ...] | None = None   # run ids of the compared records written from uncommitted code
 
     def line(self) -> str:
         return verdict_line(self.label, self.verdict, self.reason)
+
+
+def dirty_ids(*frames: pd.DataFrame | None) -> tuple[str, ...]:
+    """``<experiment>/<run id>``, sorted, of the records of ``frames`` whose ``git_commit`` ends in ``-dirty`` (code
+    not committed): what ``scripts/rerun_records.py`` takes."""
+    ids = set()
+    for frame in frames:
+        if frame is not None and not frame.empty and {"git_commit", "run_id", "experiment"} <= set(frame.columns):
+            dirty = frame[frame["git_commit"].astype(str).str.endswith("-dirty")]
+            ids |= {f"{e}/{r}" for e, r in zip(dirty["experiment"].astype(str), dirty["run_id"].astype(str),
+                                               strict=True)}
+    return tuple(sorted(ids))
 
 
 class Findings(list):
@@ -174,7 +189,9 @@ def cell_comparison(label: str, a: Cell, b: Cell, *, margin: float = 0.0, tie_ba
                 + (f" (equivalence band ± {tie_band:g})" if tie_band is not None else "")
                 + (f"; {what}" if what else "")
                 + ("; partial or under-budget cells" if budget else "") + ".")
-    return Finding(label, with_budget(verdict, budget), evidence, a.n_runs + b.n_runs)
+    p_value = diff.p_value(margin / 100.0) if tie_band is None else None   # an equivalence claim: no such test
+    return Finding(label, with_budget(verdict, budget), evidence, a.n_runs + b.n_runs, p_value, diff.n,
+                   dirty_ids(a.all_runs, b.all_runs))   # every configuration: the selection reads them all
 
 
 def best_other(cells: list[Cell], target: str) -> Cell | None:
@@ -266,7 +283,8 @@ def pair_finding(label: str, results: dict[str, dict[int, Selection | None]],
     if partial:
         reason += f" (partial grid {'; '.join(partial)}; may change when the sweep finishes)"
     budget = bool(partial) or under_budget(sel_lip.runs) or under_budget(sel_plain.runs)
-    return Finding(name, with_budget(verdict, budget), reason + ".", sel_lip.n_runs + sel_plain.n_runs)
+    return Finding(name, with_budget(verdict, budget), reason + ".", sel_lip.n_runs + sel_plain.n_runs,
+                   diff.p_value(), diff.n, dirty_ids(sel_lip.runs, sel_plain.runs))
 
 
 def depth_rows(runs: pd.DataFrame, variants: Sequence[str], full: Full = 0

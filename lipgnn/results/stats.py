@@ -11,6 +11,13 @@
   interval excludes zero, and is a "tie" (undecided) otherwise.
 - A verdict resting on runs below their declared epoch budget, or on a part of the declared grid only, is
   "under budget" and never "holds", "does not hold" or "tie".
+- Seeds (every claim, paired or not: ``seed_rule``): a decisive verdict ("holds", "does not hold") rests on at
+  least ``MIN_SEEDS`` seeds; on fewer it is reported as "too few seeds", with the verdict those seeds gave in
+  its evidence.
+- Multiplicity (``holm``): per paper, the claims decided by a paired test form one family; Holm's step-down
+  adjustment of their two-sided p-values (p against the claim's threshold, ``Interval.p_value``) keeps a
+  decisive verdict only when its adjusted p is below ``1 − LEVEL``; otherwise the Holm verdict is "tie". The
+  report prints both verdicts and both tallies.
 """
 
 from __future__ import annotations
@@ -46,6 +53,17 @@ class Interval:
         if not math.isfinite(self.lo):
             return f"{mean}, n={self.n}"
         return f"{mean} [{scale * self.lo:+.{digits}f}, {scale * self.hi:+.{digits}f}], n={self.n}"
+
+
+    def p_value(self, threshold: float = 0.0) -> float:
+        """Two-sided p-value of Student's t-test of "mean = ``threshold``" (the interval's own test: p < 1 − LEVEL
+        exactly when the interval excludes ``threshold``); NaN with n < 2."""
+        if self.n < 2 or not math.isfinite(self.lo):
+            return math.nan
+        se = (self.hi - self.lo) / 2.0 / float(stats.t.ppf(0.5 + LEVEL / 2, self.n - 1))
+        if se == 0.0:
+            return 1.0 if self.mean == threshold else 0.0
+        return float(2.0 * stats.t.sf(abs(self.mean - threshold) / se, self.n - 1))
 
 
 def t_interval(values: Iterable[float]) -> Interval:
@@ -120,6 +138,42 @@ LEGEND = (f"Verdicts: intervals are two-sided {LEVEL:.0%} Student t-intervals ov
           "comparisons: of the paired per-seed difference, same seed = same split, erasure and init), in "
           "percent points. A claim \"holds\" or \"does not hold\" only when the interval excludes the other side "
           "of its threshold (0 unless the claim states a margin); \"tie\" when it straddles it; a claim of no "
-          "clear lead holds when the interval lies within its stated equivalence band. \"too few seeds\": fewer "
-          f"than {MIN_SEEDS} paired seeds. \"under budget\": some runs are below the declared epochs or the "
-          "declared grid is not complete for the compared cells.")
+          "clear lead holds when the interval lies within its stated equivalence band. \"too few seeds\": a "
+          f"decisive verdict on fewer than {MIN_SEEDS} seeds, paired or not. \"under budget\": some runs are below "
+          "the declared epochs or the declared grid is not complete for the compared cells.")
+
+
+def seed_rule(verdict: str, n_seeds: int | None) -> str:
+    """``TOO_FEW_SEEDS`` in place of "holds" / "does not hold" resting on fewer than ``MIN_SEEDS`` seeds."""
+    if verdict in (HOLDS, DOES_NOT_HOLD) and n_seeds is not None and n_seeds < MIN_SEEDS:
+        return TOO_FEW_SEEDS
+    return verdict
+
+
+def holm_adjusted(p_values: Iterable[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the input order: sorted ascending, p_(i) · (m − i + 1) made
+    monotone by a running maximum and capped at 1 (m = the number of p-values)."""
+    ps = [float(p) for p in p_values]
+    m = len(ps)
+    order = sorted(range(m), key=lambda i: ps[i])
+    out = [math.nan] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * ps[i]))
+        out[i] = running
+    return out
+
+
+def holm(verdicts: list[str], p_values: list[float | None]) -> list[str]:
+    """The Holm verdict of each claim of one family: a decisive verdict with a p-value keeps itself when its Holm
+    adjusted p is below ``1 − LEVEL`` and becomes "tie" otherwise; claims without a p-value (not a paired test)
+    and undecided ones keep their verdict."""
+    tested = [i for i, p in enumerate(p_values) if p is not None and math.isfinite(p)]
+    adjusted = dict(zip(tested, holm_adjusted([p_values[i] for i in tested]), strict=True))
+    out = []
+    for i, verdict in enumerate(verdicts):
+        if i in adjusted and verdict in (HOLDS, DOES_NOT_HOLD) and adjusted[i] >= 1 - LEVEL:
+            out.append(TIE)
+        else:
+            out.append(verdict)
+    return out

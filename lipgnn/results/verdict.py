@@ -22,7 +22,11 @@ class Claim:
 
     ``quote`` is the paper's own words, ``section`` where they stand (e.g. '§6.2'), ``verdict`` one of the
     constants above, ``evidence`` one line of our numbers, ``n_runs`` the records the verdict rests on and
-    ``anchor`` the report anchor (or link target) where the evidence is shown.
+    ``anchor`` the report anchor (or link target) where the evidence is shown. Optional: ``n_seeds`` the seeds
+    the verdict rests on (None: the report counts the artifact's seeds), ``p_value`` the two-sided p-value of
+    the paired test behind a comparison (None: no such test; the claim stays out of the Holm family) and
+    ``protocol`` the distance of its runs from the paper's protocol (set by the report), ``dirty`` the run ids of
+    the records behind it written with uncommitted changes (None: the report reads the artifact's records).
     """
 
     paper: str
@@ -32,3 +36,8 @@ class Claim:
     evidence: str
     n_runs: int
     anchor: str
+    n_seeds: int | None = None
+    p_value: float | None = None
+    protocol: str = ""
+    dirty: tuple[str, ...] | None = None
+    dirty_scope: str = "claim"   # "claim": records the verdict compares; "artifact": any record of its artifact

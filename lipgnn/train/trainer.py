@@ -3,9 +3,11 @@
 Full batch where the graph fits (one optimiser step per epoch), mini-batches for TREES and ogbn-proteins —
 the :class:`~lipgnn.data.TaskData` decides by what its ``train_batches`` yields. Each evaluated epoch
 records loss and train/val/test metric; the epoch of best validation metric and the last epoch are both
-kept, so tables can report either protocol (``train.selection``). A non-finite loss or prediction ends
-the run as ``diverged`` with its best-so-far metrics: gradient explosion is what the paper studies, so
-it is an outcome, not a crash.
+kept, so tables can report either protocol (``train.selection``). The best epoch is the FIRST epoch reaching
+the best validation metric: a later epoch that only ties it (``val == best``) is not an improvement, so it
+neither replaces the kept metrics nor resets the ``early_stopping`` patience (strict ``>``). A non-finite
+loss or prediction ends the run as ``diverged`` with its best-so-far metrics: gradient explosion is what the
+paper studies, so it is an outcome, not a crash.
 
 The TREES protocol (Alon & Yahav's ``experiment.py``) is a set of opt-in keys checked at each evaluation
 (every ``eval_every`` passes): ``train_metric=online`` (the train accuracy of the predictions made during
@@ -185,6 +187,7 @@ class Trainer:
                     train_metric = correct / max(count, 1)
                     state.history["train_online"].append(train_metric)
                     state.online = [0, 0]
+                # Strict: on a tie the earlier epoch stays best and the patience keeps counting (module docstring).
                 improved = state.best["val"] is None or scores["val"] > state.best["val"]
                 if improved:
                     state.best = {"epoch": epoch, "loss": loss, **scores}

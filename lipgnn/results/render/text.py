@@ -78,6 +78,7 @@ def claims_table(claims: list) -> str:
     renderer of an artifact's claims block in its paper's part (``lipgnn.results.report``)."""
     if not claims:
         return "no claims\n"
-    rows = [[f"“{md_cell(c.quote)}”", md_cell(c.section), f"**{c.verdict}**", md_cell(c.evidence), str(c.n_runs)]
-            for c in claims]
-    return "\n".join(md_table(["claim", "where", "verdict", "evidence", "runs"], rows)) + "\n"
+    rows = [[f"“{md_cell(c.quote)}”", md_cell(c.section), f"**{c.verdict}**", md_cell(c.evidence), str(c.n_runs),
+             md_cell(getattr(c, "protocol", "") or "-")] for c in claims]
+    return "\n".join(md_table(["claim", "where", "verdict", "evidence", "runs", "our budget vs the paper's"],
+                              rows)) + "\n"

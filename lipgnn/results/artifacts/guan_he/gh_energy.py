@@ -26,7 +26,10 @@ DATASETS: tuple[str, ...] = ("cora", "citeseer", "pubmed", "cs", "physics")
 DATASET_LABELS = {"cora": "Cora", "citeseer": "CiteSeer", "pubmed": "PubMed", "cs": "CS", "physics": "Physics"}
 DEPTHS: tuple[int, ...] = (2, 32, 64, 128, 256)
 #: The main setting of the table; the others are the measured effect of the choices.
-MAIN = {"init": "xavier", "features": "raw"}
+MAIN = {"init": "xavier", "features": "raw", "encoder": 2}
+#: The encoder ablation's sweep (conf/grid/gh_energy_cpu_encoder.yaml): ``model.encoder_layers=1``.
+ENCODER_COMMAND = ("python -m lipgnn.diagnostics.runner experiment=gh_energy budget=cpu "
+                   "grid=gh_energy_cpu_encoder")
 #: The normalisation the paper's tables agree with (measured: see the ``gh_energy-normalisation`` block).
 PAPER_NORMALISATION = "entries"
 MIN_SEEDS = 5
@@ -67,37 +70,42 @@ def paper_value(arch: str, dataset: str, depth: int) -> float:
 
 
 def cells(df: pd.DataFrame) -> pd.DataFrame:
-    """Long form: one row per (architecture, dataset, depth, init, features) with the seed spread of
+    """Long form: one row per (architecture, dataset, depth, init, features, encoder) with the seed spread of
     E_2(X^L) per entry (``ours_*``, the paper's normalisation) and per node (``nodes_*``, its formula)."""
     frame = energy_frame(df)
-    columns = ["architecture", "dataset", "depth", "init", "features", "n_seeds", "ours_geomean", "ours_min",
+    columns = ["architecture", "dataset", "depth", "init", "features", "encoder", "n_seeds", "ours_geomean", "ours_min",
                "ours_max", "paper", "ratio", "nodes_geomean", "nodes_min", "nodes_max"]
     if frame.empty:
         return pd.DataFrame(columns=columns)
     frame = frame[frame["architecture"].isin(ARCHITECTURES)]
     rows = []
-    for (arch, dataset, depth, init, features), group in frame.groupby(
-            ["architecture", "dataset", "depth", "init", "features"], sort=False):
+    for (arch, dataset, depth, init, features, encoder), group in frame.groupby(
+            ["architecture", "dataset", "depth", "init", "features", "encoder"], sort=False):
         nodes = group["final"].tolist()
         entries = [v / w for v, w in zip(nodes, group["width"], strict=True)]
         g, lo, hi, n = geo_stats(entries)
         gn, lon, hin, _ = geo_stats(nodes)
         paper = paper_value(arch, dataset, int(depth))
         rows.append({"architecture": arch, "dataset": dataset, "depth": int(depth), "init": init,
-                     "features": features, "n_seeds": n, "ours_geomean": g, "ours_min": lo, "ours_max": hi,
+                     "features": features, "encoder": int(encoder), "n_seeds": n, "ours_geomean": g, "ours_min": lo,
+                     "ours_max": hi,
                      "paper": paper, "ratio": g / paper if paper and g == g else math.nan,
                      "nodes_geomean": gn, "nodes_min": lon, "nodes_max": hin})
     out = pd.DataFrame(rows, columns=columns)
     order = {a: i for i, a in enumerate(ARCHITECTURES)}
     dorder = {d: i for i, d in enumerate(DATASETS)}
     out = out.assign(_a=out["architecture"].map(order), _d=out["dataset"].map(dorder).fillna(99),
-                     _m=~((out["init"] == MAIN["init"]) & (out["features"] == MAIN["features"])))
-    return out.sort_values(["_m", "init", "features", "_a", "_d", "depth"]).drop(columns=["_a", "_d", "_m"]) \
-        .reset_index(drop=True)
+                     _m=~_is_main(out))
+    order_by = ["_m", "init", "features", "encoder", "_a", "_d", "depth"]
+    return out.sort_values(order_by).drop(columns=["_a", "_d", "_m"]).reset_index(drop=True)
+
+
+def _is_main(c: pd.DataFrame) -> pd.Series:
+    return (c["init"] == MAIN["init"]) & (c["features"] == MAIN["features"]) & (c["encoder"] == MAIN["encoder"])
 
 
 def _main(c: pd.DataFrame) -> pd.DataFrame:
-    return c[(c["init"] == MAIN["init"]) & (c["features"] == MAIN["features"])]
+    return c[_is_main(c)]
 
 
 def _cell_text(row: pd.Series | None) -> str:
@@ -200,25 +208,27 @@ def report(df: pd.DataFrame) -> dict[str, str]:
     choice_rows = ["| setting | cells | median ours/main | min | max | median abs(log10(ours/paper)) |",
                    "|---|---|---|---|---|---|"]
     keyed = main.set_index(["architecture", "dataset", "depth"])["ours_geomean"]
-    for (init, features), group in c.groupby(["init", "features"], sort=False):
+    for (init, features, encoder), group in c.groupby(["init", "features", "encoder"], sort=False):
         g = group.set_index(["architecture", "dataset", "depth"])["ours_geomean"]
         ratio = (g / keyed.reindex(g.index)).dropna()
         ratio = ratio[(ratio > 0) & ratio.map(math.isfinite)]
-        label = f"init={init}, features={features}" + (" (main)" if (init, features) == tuple(MAIN.values()) else "")
+        label = _setting(init, features, encoder)
         choice_rows.append(f"| {label} | {len(group)} | {_fmt(ratio.median())} | {_fmt(ratio.min())} | "
                            f"{_fmt(ratio.max())} | {_fmt(_log_gap(group, 'ours_geomean'))} |")
     per_arch = ["", "Per architecture at 256 layers (geometric mean over datasets of the per-cell geometric means):",
                 "",
                 "| setting | " + " | ".join(ARCH_LABELS[a] for a in ARCHITECTURES) + " |",
                 "|---|" + "---|" * len(ARCHITECTURES)]
-    for (init, features), group in c.groupby(["init", "features"], sort=False):
+    for (init, features, encoder), group in c.groupby(["init", "features", "encoder"], sort=False):
         vals = []
         for arch in ARCHITECTURES:
             sub = group[(group["architecture"] == arch) & (group["depth"] == 256)]
             vals.append(f"{sci(geo_stats(sub['ours_geomean'])[0])} ({len(sub)} datasets)")
-        per_arch.append(f"| init={init}, features={features} | " + " | ".join(vals) + " |")
+        if (group["depth"] == 256).any():   # settings run at 256 layers only
+            per_arch.append(f"| {_setting(init, features, encoder)} | " + " | ".join(vals) + " |")
     blocks["gh_energy-choices"] = "\n".join(choice_rows + per_arch)
     blocks["gh_energy-features"] = features_block(c)
+    blocks["gh_energy-encoder"] = encoder_block(c)
     return blocks
 
 
@@ -231,7 +241,7 @@ def feature_ratios(c: pd.DataFrame) -> pd.DataFrame:
     """Per cell run with row-normalised features: its geometric mean over seeds divided by the raw-feature
     cell's (same architecture, dataset, depth, ``MAIN['init']``); NaN where the raw cell is missing."""
     keys = ["architecture", "dataset", "depth"]
-    same_init = c[c["init"] == MAIN["init"]]
+    same_init = c[(c["init"] == MAIN["init"]) & (c["encoder"] == MAIN["encoder"])]
     raw = same_init[same_init["features"] == "raw"].set_index(keys)["ours_geomean"]
     row = same_init[same_init["features"] == "row"]
     if row.empty:
@@ -270,7 +280,8 @@ def features_block(c: pd.DataFrame) -> str:
     shallow = depths[0]
     order = []
     for arch in ARCHITECTURES:
-        sub = c[(c["init"] == MAIN["init"]) & (c["architecture"] == arch) & (c["depth"] == shallow)]
+        sub = c[(c["init"] == MAIN["init"]) & (c["encoder"] == MAIN["encoder"]) & (c["architecture"] == arch)
+                & (c["depth"] == shallow)]
         vals = {(f, d): g for f, d, g in zip(sub["features"], sub["dataset"], sub["ours_geomean"], strict=True)}
         if all((f, d) in vals for f in ("raw", "row") for d in ("pubmed", "cora")):
             raw_q, row_q = (vals[(f, "pubmed")] / vals[(f, "cora")] for f in ("raw", "row"))
@@ -279,6 +290,64 @@ def features_block(c: pd.DataFrame) -> str:
     if order:
         lines += ["", f"PubMed/Cora energy ratio at {shallow} layers (the paper's dataset ordering):", "",
                   "| architecture | raw features | row-normalised | paper |", "|---|---|---|---|", *order]
+    return "\n".join(lines)
+
+
+def _setting(init: str, features: str, encoder: int) -> str:
+    main = (init, features, encoder) == (MAIN["init"], MAIN["features"], MAIN["encoder"])
+    text = f"init={init}, features={features}, encoder={ENCODER_TEXT.get(encoder, encoder)}"
+    return text + (" (main)" if main else "")
+
+
+#: ``model.encoder_layers`` in words.
+ENCODER_TEXT = {1: "Linear", 2: "Linear-ReLU-Linear"}
+
+
+def encoder_gaps(c: pd.DataFrame) -> pd.DataFrame:
+    """Per cell the one-Linear encoder was run at (raw features, ``MAIN['init']``): the geometric means of both
+    encoders (``enc1``, ``enc2``), the paper's value and each one's |log10(ours/paper)| (``gap1``, ``gap2``)."""
+    keys = ["architecture", "dataset", "depth"]
+    base = c[(c["init"] == MAIN["init"]) & (c["features"] == MAIN["features"]) & c["paper"].notna()]
+    one = base[base["encoder"] == 1].set_index(keys)["ours_geomean"]
+    two = base[base["encoder"] == 2].set_index(keys)
+    if one.empty:
+        return pd.DataFrame(columns=[*keys, "enc1", "enc2", "paper", "gap1", "gap2"])
+    out = pd.DataFrame({"enc1": one, "enc2": two["ours_geomean"].reindex(one.index),
+                        "paper": two["paper"].reindex(one.index)}).dropna().reset_index()
+    for k in (1, 2):
+        out[f"gap{k}"] = (out[f"enc{k}"] / out["paper"]).map(lambda r: abs(math.log10(r)) if r > 0 else math.inf)
+    return out
+
+
+def encoder_block(c: pd.DataFrame) -> str:
+    """Which encoder reproduces the paper's tables, by the suite's gap measure (median |log10(ours/paper)| over the
+    cells both encoders ran), per depth and architecture, and the PubMed/Cora ratio under both beside the
+    paper's."""
+    g = encoder_gaps(c)
+    if g.empty:
+        return f"not run (`{ENCODER_COMMAND}`)"
+    lines = ["Median abs(log10(ours/paper)) over the cells both encoders ran (raw features, "
+             f"init={MAIN['init']}; lower is closer to the paper), and in how many cells each is the closer:", "",
+             "| depth | architecture | cells | Linear | Linear-ReLU-Linear | Linear closer in |",
+             "|---|---|---|---|---|---|"]
+    for (depth, arch), sub in g.groupby(["depth", "architecture"], sort=True):
+        lines.append(f"| {depth} | {ARCH_LABELS[arch]} | {len(sub)} | {_fmt(sub['gap1'].median())} | "
+                     f"{_fmt(sub['gap2'].median())} | {int((sub['gap1'] < sub['gap2']).sum())}/{len(sub)} |")
+    lines.append(f"| all | all | {len(g)} | {_fmt(g['gap1'].median())} | {_fmt(g['gap2'].median())} | "
+                 f"{int((g['gap1'] < g['gap2']).sum())}/{len(g)} |")
+    chosen = 1 if g["gap1"].median() < g["gap2"].median() else 2
+    lines += ["", f"Closer to the paper overall: {ENCODER_TEXT[chosen]} (the main setting: "
+              f"{ENCODER_TEXT[MAIN['encoder']]}).", ""]
+    shallow = int(g["depth"].min())
+    rows = []
+    for arch in ARCHITECTURES:
+        sub = g[(g["architecture"] == arch) & (g["depth"] == shallow)].set_index("dataset")
+        if {"pubmed", "cora"} <= set(sub.index):
+            q = [sub.loc["pubmed", k] / sub.loc["cora", k] for k in ("enc1", "enc2", "paper")]
+            rows.append(f"| {ARCH_LABELS[arch]} | {_fmt(q[0])} | {_fmt(q[1])} | {_fmt(q[2])} |")
+    if rows:
+        lines += [f"PubMed/Cora energy ratio at {shallow} layers (the paper's dataset ordering):", "",
+                  "| architecture | Linear | Linear-ReLU-Linear | paper |", "|---|---|---|---|", *rows]
     return "\n".join(lines)
 
 

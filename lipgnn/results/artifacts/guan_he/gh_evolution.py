@@ -46,7 +46,8 @@ def profiles(df: pd.DataFrame) -> pd.DataFrame:
     if frame.empty:
         return pd.DataFrame(columns=columns)
     frame = frame[(frame["depth"] == DEPTH) & frame["architecture"].isin(ARCHITECTURES)
-                  & (frame["init"] == MAIN["init"]) & (frame["features"] == MAIN["features"])]
+                  & (frame["init"] == MAIN["init"]) & (frame["features"] == MAIN["features"])
+                  & (frame["encoder"] == MAIN["encoder"])]
     rows = []
     for (arch, dataset), group in frame.groupby(["architecture", "dataset"], sort=False):
         per_entry = [[v / w for v in lap] for lap, w in zip(group["init_lap"], group["width"], strict=True)]

@@ -4,6 +4,7 @@ Lipschitz constant of L2-MHA with H = D = 1, against N on a log axis; slopes aga
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -13,10 +14,12 @@ from lipgnn.results.artifact import Artifact
 from lipgnn.results.artifacts.kim._common import (
     PAPER,
     budget_of,
+    by_seed,
     completed,
     md_text,
     outputs,
     payloads,
+    seed_of,
     slope,
 )
 from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS, NOT_RUN, Claim
@@ -27,13 +30,13 @@ SLOPE_BAND = (0.5, 1.5)
 
 
 def frame(records: pd.DataFrame) -> pd.DataFrame:
-    """One row per N: upper/lower for p = inf and p = 2 (NaN where that p was not run), and each lower bound's
+    """One row per N and seed: upper/lower for p = inf and p = 2 (NaN where that p was not run), and each lower bound's
     ascent budget (restarts × Adam steps, from the record's config)."""
-    rows: dict[int, dict[str, float]] = {}
+    rows: dict[tuple[int, int], dict[str, Any]] = {}
     for d in payloads(records):
-        n = int(d["n"])
+        n = (int(d["n"]), seed_of(d))
         suffix = "" if str(d["p"]) == "inf" else "_2"
-        rows.setdefault(n, {"n": n})
+        rows.setdefault(n, {"n": n[0], "seed": n[1]})
         rows[n][f"upper{suffix}"] = float(d["upper"])
         rows[n][f"lower{suffix}"] = float(d["lower"])
         top5 = [v for v in d.get("top5", []) if v is not None]
@@ -41,13 +44,14 @@ def frame(records: pd.DataFrame) -> pd.DataFrame:
         cfg = d.get("_config") or {}
         # the ascent's budget beside its value: p = 2 runs fewer restarts and steps than p = inf
         rows[n][f"restarts_x_steps{suffix}"] = f"{cfg.get('restarts', '?')}×{cfg.get('steps', '?')}"
-    for n, row in rows.items():
+    for row in rows.values():
+        n = row["n"]
         # Theorem 3.2 with W_0(N) in place of phi^{-1}(N-1) = W_0((N-1)/e), as the scanned statement reads
         # (unit weights, H = D = 1): the looser curve a reader of that text would draw.
         row["upper_with_W0_of_N"] = 4.0 * float(lambertw(n, 0).real) + 1.0
-    cols = ["n", "upper", "lower", "lower_top5_mean", "upper_with_W0_of_N", "upper_2", "lower_2", "lower_top5_mean_2",
-            "restarts_x_steps", "restarts_x_steps_2"]
-    table = pd.DataFrame(sorted(rows.values(), key=lambda r: r["n"]), columns=cols)
+    cols = ["n", "seed", "upper", "lower", "lower_top5_mean", "upper_with_W0_of_N", "upper_2", "lower_2",
+            "lower_top5_mean_2", "restarts_x_steps", "restarts_x_steps_2"]
+    table = pd.DataFrame(sorted(rows.values(), key=lambda r: (r["n"], r["seed"])), columns=cols)
     return table
 
 
@@ -77,11 +81,20 @@ def figure(records: pd.DataFrame):
         if sub.empty:
             ax.text(0.5, 0.5, "not run", ha="center", transform=ax.transAxes)
             continue
-        ax.plot(sub["n"], sub[f"upper{suffix}"], "o-", label="upper bound (Thm 3.2)")
-        ax.plot(sub["n"], sub[f"lower{suffix}"], "s-", label="lower bound (best of restarts)")
-        ax.plot(sub["n"], sub[f"lower_top5_mean{suffix}"], "x--", label="lower, mean of top 5")
+        # One line per quantity: the mean over seeds at each N, the band their min-max (seeds never joined).
+        columns = [f"upper{suffix}", f"lower{suffix}", f"lower_top5_mean{suffix}", "upper_with_W0_of_N"]
+        by_n = sub.groupby("n")[columns]
+        mean, lo, hi = by_n.mean(), by_n.min(), by_n.max()
+        seeds = int(sub["seed"].nunique())
+        for column, style, label in ((columns[0], "o-", "upper bound (Thm 3.2)"),
+                                     (columns[1], "s-", "lower bound (best of restarts)"),
+                                     (columns[2], "x--", "lower, mean of top 5")):
+            line, = ax.plot(mean.index, mean[column], style,
+                            label=label + (f", mean of {seeds} seeds" if seeds > 1 and "lower" in column else ""))
+            if seeds > 1:
+                ax.fill_between(mean.index, lo[column], hi[column], color=line.get_color(), alpha=0.2)
         if not suffix:
-            ax.plot(sub["n"], sub["upper_with_W0_of_N"], ":", color="grey", label="upper with W₀(N) (scanned text)")
+            ax.plot(mean.index, mean[columns[3]], ":", color="grey", label="upper with W₀(N) (scanned text)")
         ax.set_xscale("log")
         if suffix:
             ax.set_yscale("log")
@@ -156,5 +169,5 @@ ARTIFACT = Artifact(
     table=table,
     figure=figure,
     report=report,
-    claims=claims,
+    claims=by_seed(claims),
 )

@@ -9,7 +9,16 @@ import numpy as np
 import pandas as pd
 
 from lipgnn.results.artifact import Artifact
-from lipgnn.results.artifacts.kim._common import PAPER, budget_of, completed, md_text, outputs, payloads
+from lipgnn.results.artifacts.kim._common import (
+    PAPER,
+    budget_of,
+    by_seed,
+    completed,
+    md_text,
+    outputs,
+    payloads,
+    seed_of,
+)
 from lipgnn.results.plotting import legend
 from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, NOT_RUN, Claim
 
@@ -29,14 +38,14 @@ def frame(records: pd.DataFrame) -> pd.DataFrame:
         finals = [tr[-1] for tr in traces if tr]
         # Growth over the last tenth of the run: still rising means no plateau was reached.
         tails = [tr[-1] / tr[-max(2, len(tr) // 10)] for tr in traces if len(tr) > 2]
-        rows.append({"model": LABELS.get(d["model"], d["model"]), "restarts": len(traces),
+        rows.append({"model": LABELS.get(d["model"], d["model"]), "seed": seed_of(d), "restarts": len(traces),
                      "steps": int(d["steps"][-1]) if d["steps"] else 0,
                      "start_median": float(np.median(starts)) if starts else math.nan,
                      "final_max": max(finals) if finals else math.nan,
                      "final_over_start": (max(finals) / float(np.median(starts))) if starts else math.nan,
                      "last_tenth_growth": float(np.median(tails)) if tails else math.nan,
                      "upper_bound": float(d.get("upper", math.nan))})
-    return pd.DataFrame(rows, columns=["model", "restarts", "steps", "start_median", "final_max",
+    return pd.DataFrame(rows, columns=["model", "seed", "restarts", "steps", "start_median", "final_max",
                                        "final_over_start", "last_tenth_growth", "upper_bound"])
 
 
@@ -99,5 +108,5 @@ ARTIFACT = Artifact(
     table=table,
     figure=figure,
     report=report,
-    claims=claims,
+    claims=by_seed(claims),
 )

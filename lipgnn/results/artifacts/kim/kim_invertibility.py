@@ -8,7 +8,16 @@ import math
 import pandas as pd
 
 from lipgnn.results.artifact import Artifact
-from lipgnn.results.artifacts.kim._common import PAPER, budget_of, completed, md_text, outputs, payloads
+from lipgnn.results.artifacts.kim._common import (
+    PAPER,
+    budget_of,
+    by_seed,
+    completed,
+    md_text,
+    outputs,
+    payloads,
+    seed_of,
+)
 from lipgnn.results.plotting import legend
 from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, NOT_RUN, Claim
 
@@ -22,11 +31,12 @@ def frame(records: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for d in payloads(records):
         errs = [float(e) if e is not None else math.inf for e in d["errors"]]
-        rows.append({"model": LABELS.get(d["model"], d["model"]), "c": float(d["c"]), "iterations": len(errs),
+        rows.append({"model": LABELS.get(d["model"], d["model"]), "seed": seed_of(d), "c": float(d["c"]),
+                     "iterations": len(errs),
                      "error_after_5": errs[min(4, len(errs) - 1)], "final_error": errs[-1],
                      "inverted": bool(errs[-1] < INVERTED)})
-    t = pd.DataFrame(rows, columns=["model", "c", "iterations", "error_after_5", "final_error", "inverted"])
-    return t.sort_values(["model", "c"]).reset_index(drop=True)
+    t = pd.DataFrame(rows, columns=["model", "seed", "c", "iterations", "error_after_5", "final_error", "inverted"])
+    return t.sort_values(["model", "c", "seed"]).reset_index(drop=True)
 
 
 def table(records: pd.DataFrame) -> dict[str, str]:
@@ -38,12 +48,15 @@ def figure(records: pd.DataFrame):
 
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.4), sharey=True)
     panels = {"l2": axes[0], "dp": axes[1], "l2_contractive": axes[2]}
+    cs = sorted({float(d["c"]) for d in payloads(records)})
     for d in sorted(payloads(records), key=lambda d: float(d["c"])):
         ax = panels.get(d["model"])
         if ax is None:
             continue
         errs = [float(e) if e is not None and math.isfinite(float(e)) else math.nan for e in d["errors"]]
-        ax.plot(range(1, len(errs) + 1), errs, marker=".", label=f"c = {d['c']}")
+        # one colour per c, one line per seed
+        ax.plot(range(1, len(errs) + 1), errs, marker=".", color=f"C{cs.index(float(d['c'])) % 10}",
+                label=f"c = {d['c']}")
     for key, ax in panels.items():
         ax.set_yscale("log")
         ax.set_title(LABELS[key])
@@ -95,5 +108,5 @@ ARTIFACT = Artifact(
     table=table,
     figure=figure,
     report=report,
-    claims=claims,
+    claims=by_seed(claims),
 )

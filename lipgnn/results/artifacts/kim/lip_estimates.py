@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from lipgnn.results.artifact import Artifact
-from lipgnn.results.artifacts.kim._common import budget_of, completed, md_text, outputs, payloads
+from lipgnn.results.artifacts.kim._common import budget_of, by_seed, completed, md_text, outputs, payloads, seed_of
 from lipgnn.results.plotting import legend
 from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, NOT_RUN, Claim
 
@@ -21,7 +21,7 @@ ORDER = list(LABELS)
 def frame(records: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for d in sorted(payloads(records), key=lambda d: (ORDER.index(d["variant"]) if d["variant"] in ORDER else 99,
-                                                      int(d["depth"]))):
+                                                      int(d["depth"]), seed_of(d))):
         for stage in ("init", "trained"):
             res = d[stage]
             est = [float(r["estimate"]) for r in res["layers"]]
@@ -30,7 +30,8 @@ def frame(records: pd.DataFrame) -> pd.DataFrame:
             finite_bounds = all(math.isfinite(b) for b in bound)
             acc = d["training"]["last"].get("test") if stage == "trained" else None
             rows.append({
-                "variant": LABELS.get(d["variant"], d["variant"]), "depth": int(d["depth"]), "stage": stage,
+                "variant": LABELS.get(d["variant"], d["variant"]), "depth": int(d["depth"]), "seed": seed_of(d),
+                "stage": stage,
                 "test_acc": float(acc) * 100 if acc is not None else math.nan,
                 "layer_est_median": float(np.median(est)), "layer_est_max": max(est),
                 "layer_bound_max": max(bound) if finite_bounds else math.inf,
@@ -41,7 +42,7 @@ def frame(records: pd.DataFrame) -> pd.DataFrame:
                 "product_est": float(res["product_estimate"]),
                 "product_bound": float(res["product_bound"]) if res["product_bound"] is not None else math.inf,
             })
-    cols = ["variant", "depth", "stage", "test_acc", "layer_est_median", "layer_est_max", "layer_bound_max",
+    cols = ["variant", "depth", "seed", "stage", "test_acc", "layer_est_median", "layer_est_max", "layer_bound_max",
             "bound_over_est_min", "bound_holds", "network_est", "product_est", "product_bound"]
     return pd.DataFrame(rows, columns=cols)
 
@@ -58,8 +59,9 @@ def figure(records: pd.DataFrame):
     for ax, stage in zip(axes, ("init", "trained"), strict=True):
         for d in sorted(data, key=lambda d: ORDER.index(d["variant"]) if d["variant"] in ORDER else 99):
             layers = d[stage]["layers"]
+            colour = f"C{(ORDER.index(d['variant']) if d['variant'] in ORDER else 9) % 10}"   # one per variant
             line, = ax.plot([r["layer"] for r in layers], [r["estimate"] for r in layers], marker=".",
-                            label=LABELS.get(d["variant"], d["variant"]))
+                            color=colour, label=LABELS.get(d["variant"], d["variant"]))
             bounds = [r["bound"] for r in layers]
             if all(b is not None and math.isfinite(float(b)) for b in bounds):
                 ax.plot([r["layer"] for r in layers], bounds, ls="--", color=line.get_color())
@@ -81,7 +83,7 @@ def looseness(records: pd.DataFrame) -> pd.DataFrame:
     the bound is from the true constant."""
     rows = []
     for d in sorted(payloads(records), key=lambda d: (ORDER.index(d["variant"]) if d["variant"] in ORDER else 99,
-                                                      int(d["depth"]))):
+                                                      int(d["depth"]), seed_of(d))):
         for stage in ("init", "trained"):
             res = d[stage]
             pairs = [(float(r["estimate"]), float(r["bound"]) if r["bound"] is not None else math.inf)
@@ -92,7 +94,8 @@ def looseness(records: pd.DataFrame) -> pd.DataFrame:
             network = float(res["network_estimate"])
             acc = d["training"]["last"].get("test") if stage == "trained" else None
             rows.append({
-                "variant": LABELS.get(d["variant"], d["variant"]), "depth": int(d["depth"]), "stage": stage,
+                "variant": LABELS.get(d["variant"], d["variant"]), "depth": int(d["depth"]), "seed": seed_of(d),
+                "stage": stage,
                 "layers_within_bound": f"{sum(e <= b for e, b in pairs)}/{len(pairs)}",
                 "ratio_min": min(ratios) if ratios else math.nan,
                 "ratio_median": float(np.median(ratios)) if ratios else math.nan,
@@ -166,5 +169,5 @@ ARTIFACT = Artifact(
     table=table,
     figure=figure,
     report=report,
-    claims=claims,
+    claims=by_seed(claims),
 )

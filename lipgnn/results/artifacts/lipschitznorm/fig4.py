@@ -202,7 +202,8 @@ def report(df: pd.DataFrame) -> dict[str, str]:
 
 def claims(df: pd.DataFrame) -> list[Claim]:
     return [Claim("lipschitznorm", SECTION, f"{QUOTE} — {f.label}" if f.label else QUOTE, f.verdict, f.reason,
-                  f.n_runs, "#claim-fig4") for f in _block(df)[1]]
+                  f.n_runs, "#claim-fig4", p_value=f.p_value, n_seeds=f.n_seeds,
+                  dirty=f.dirty) for f in _block(df)[1]]
 
 
 ARTIFACT = Artifact(name="fig4", paper="lipschitznorm", title="Fig. 4: PubMed 100%, accuracy vs depth",

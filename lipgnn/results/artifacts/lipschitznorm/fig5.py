@@ -31,9 +31,9 @@ from lipgnn.results.labels import NOT_RUN_BUDGET
 from lipgnn.results.protocol import full_grid_size, with_selected_metrics
 from lipgnn.results.records import variant_label
 from lipgnn.results.render.text import fmt_value, md_table, pct
-from lipgnn.results.reporting import Finding, Findings, runs_line
+from lipgnn.results.reporting import Finding, Findings, dirty_ids, runs_line
 from lipgnn.results.stats import LEGEND as VERDICT_LEGEND
-from lipgnn.results.stats import with_budget
+from lipgnn.results.stats import MIN_SEEDS, with_budget
 from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, NOT_RUN, Claim
 
 if TYPE_CHECKING:
@@ -309,6 +309,29 @@ def _ay_findings(pts: dict[tuple[str, int], Point], found: Findings) -> list[str
     return lines
 
 
+def fixed_alpha(a: Point, b: Point) -> list[tuple[float, Any]]:
+    """GAT-Lip against ``b`` with α held fixed, for every α run at ``a``'s point: (α, the ranking of that α's best
+    configuration against ``b``'s selected one). The selected point picks α on the reported metric itself, so a
+    verdict that only the selection gives is shown beside these."""
+    out = []
+    for alpha, group in a.runs.groupby("alpha", sort=True):
+        chosen = select_on_train(group)
+        if chosen is not None and math.isfinite(alpha):
+            out.append((float(alpha), rank(chosen, b.chosen, VALUE)))
+    return out
+
+
+def cap_text(*pts: Point) -> str:
+    """``k/n runs stopped at the pass cap (C passes)`` for the selected runs of ``pts`` that hit their cap, else
+    ``""``: a capped run's value is a lower bound on where training would end."""
+    rows = [r for p in pts for _, r in p.chosen.iterrows()]
+    capped = [r for r in rows if stop_reason(r) == CAPPED]
+    if not capped:
+        return ""
+    caps = sorted({int(r["epochs"]) for r in capped})
+    return f"{len(capped)}/{len(rows)} runs stopped at the pass cap ({', '.join(map(str, caps))} passes)"
+
+
 def _compare(found: Findings, label: str, a: Point | None, b: Point | None, a_name: str, b_name: str) -> str:
     if a is None or b is None or a.chosen is None or b.chosen is None:
         missing = [n for n, p in ((a_name, a), (b_name, b)) if p is None or p.chosen is None]
@@ -316,14 +339,27 @@ def _compare(found: Findings, label: str, a: Point | None, b: Point | None, a_na
     ranking = rank(a.chosen, b.chosen, VALUE)
     seeds = ranking.diff.n
     # A run stopped by the budget's pass cap reports a lower bound; the cap is declared, so it is no
-    # "under budget" run, but the reader must know that neither value is where training would end.
-    capped = all(stop_reason(r) == CAPPED for p in (a, b) for _, r in p.chosen.iterrows())
+    # "under budget" run, but the reader must know that neither value is where training would end. Both the cap
+    # and the verdicts at each fixed α go into the label, so the claims index shows them beside the verdict.
+    cap = cap_text(a, b)
+    fixed = fixed_alpha(a, b) if a_name == LIP else []
+    extra = []
+    if len(fixed) > 1:
+        extra.append("fixed α: " + ", ".join(f"α={fmt_value(al)} {r.verdict}" for al, r in fixed))
+    if cap:
+        extra.append(cap)
+    if extra:
+        label = f"{label} [α selected on the reported metric; {'; '.join(extra)}]" if fixed and len(fixed) > 1 \
+            else f"{label} [{'; '.join(extra)}]"
     reason = (f"{a_name} {a.value_text()} vs {b_name} {b.value_text()}; {ranking.text()}; "
               f"{relation(ranking, a_name, b_name)}" + ("; one seed" if seeds == 1 else "")
               + ("; partial point(s)" if a.partial or b.partial else "")
-              + ("; every run hit its pass cap, so both values are lower bounds" if capped else "") + ".")
-    return found.line(label, with_budget(ranking.verdict, a.partial or b.partial), reason,
-                      len(a.chosen) + len(b.chosen))
+              + "".join(f"; at α={fmt_value(al)} fixed: {r.verdict}, {r.text()}" for al, r in fixed)
+              + (f"; {cap}, so those values are lower bounds" if cap else "") + ".")
+    finding = Finding(label, with_budget(ranking.verdict, a.partial or b.partial), reason,
+                      len(a.chosen) + len(b.chosen), ranking.diff.p_value() if seeds >= MIN_SEEDS else None, seeds,
+                      dirty_ids(a.chosen, b.chosen))
+    return found.add(finding)
 
 
 def _block(df: pd.DataFrame) -> tuple[str, list[Finding]]:
@@ -409,7 +445,7 @@ def claims(df: pd.DataFrame) -> list[Claim]:
     for f in _block(df)[1]:
         quote = AY_QUOTE if f.label.startswith("GAT ≥") else QUOTE
         out.append(Claim("lipschitznorm", SECTION, f"{quote} — {f.label}" if f.label else quote, f.verdict,
-                         f.reason, f.n_runs, "#claim-trees"))
+                         f.reason, f.n_runs, "#claim-trees", p_value=f.p_value, n_seeds=f.n_seeds, dirty=f.dirty))
     return out
 
 

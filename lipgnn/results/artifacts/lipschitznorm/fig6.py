@@ -72,12 +72,18 @@ def figure(df: pd.DataFrame) -> matplotlib.figure.Figure:
     runs = with_selected_metrics(df) if not df.empty else df
     if runs.empty:
         return P.empty_figure("fig6", title)
-    fig = Figure(figsize=(13, 3.9), layout="constrained")
-    axes = fig.subplots(1, 4)
+    # A dataset without runs gets no panel (an empty panel is half a canvas of nothing); the title names it.
+    names = runs["dataset"].astype(str).str.lower()
+    shown = [d for d in DATASETS if (names == d).any()]
+    missing = [f"{dataset_name(d)}: {NEEDS_OGB if d in OGB_DATASETS else NOT_RUN}" for d in DATASETS if d not in shown]
+    if not shown:
+        return P.empty_figure("fig6", title)
+    fig = Figure(figsize=(max(9.0, 3.3 * len(shown) + 0.5), 4.6), layout="constrained")
+    axes = fig.subplots(1, len(shown), squeeze=False)[0]
     handles: dict[str, object] = {}
     hollow = multi = False
-    for ax, dataset in zip(axes, DATASETS, strict=True):
-        sub = runs[runs["dataset"].astype(str).str.lower() == dataset]
+    for ax, dataset in zip(axes, shown, strict=True):
+        sub = runs[names == dataset]
         # Per panel: each dataset's sweep declares its own seeds (Cora's extra seeds are not PubMed's).
         full = declared_per_point(sub, "fig6", ["dataset", "variant", "depth"])
         ax.set_title(dataset_name(dataset))
@@ -109,9 +115,10 @@ def figure(df: pd.DataFrame) -> matplotlib.figure.Figure:
     if handles:
         order = [v for v in VARIANTS if v in handles]
         order += sorted(k for k in handles if k not in order)
-        fig.legend([handles[k] for k in order], order, loc="outside lower center", ncol=min(len(order), 8))
-    fig.suptitle(title + f" — best config per depth by validation; {P.seeds_caption(multi)}"
-                 + P.partial_caption(hollow))
+        fig.legend([handles[k] for k in order], order, loc="outside lower center",
+                   ncol=min(len(order), 2 * len(shown) + 1))
+    fig.suptitle(title + f"\nbest config per depth by validation; {P.seeds_caption(multi)}"
+                 + P.partial_caption(hollow) + (f"\nnot shown: {'; '.join(missing)}" if missing else ""))
     return fig
 
 
@@ -197,7 +204,8 @@ def report(df: pd.DataFrame) -> dict[str, str]:
 
 
 def claims(df: pd.DataFrame) -> list[Claim]:
-    return [Claim("lipschitznorm", *_quote(f.label), f.verdict, f.reason, f.n_runs, "#claim-depth")
+    return [Claim("lipschitznorm", *_quote(f.label), f.verdict, f.reason, f.n_runs, "#claim-depth",
+                  p_value=f.p_value, n_seeds=f.n_seeds, dirty=f.dirty)
             for f in _block(df)[1]]
 
 

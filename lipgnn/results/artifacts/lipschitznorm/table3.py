@@ -28,12 +28,13 @@ from lipgnn.results.reporting import (
     Finding,
     cells_table,
     datasets,
+    dirty_ids,
     lr_text,
     partial_note,
     runs_line,
 )
 from lipgnn.results.stats import LEGEND as VERDICT_LEGEND
-from lipgnn.results.stats import with_budget
+from lipgnn.results.stats import MIN_SEEDS, with_budget
 from lipgnn.results.verdict import CANNOT_JUDGE, HOLDS, TIE, Claim
 from lipgnn.results.verdict import NOT_RUN as NOT_RUN_VERDICT
 
@@ -100,7 +101,9 @@ def compare(label: str, a: Cell, b: Cell) -> Finding:
     budget = a.under_budget or b.under_budget or bool(a.partial) or bool(b.partial)
     evidence = (f"{a.row} {cell_spread(a)} vs {b.row} {cell_spread(b)}; {ranking.text()}; "
                 f"{relation(ranking, a.row, b.row)}" + ("; partial or under-budget cells" if budget else "") + ".")
-    return Finding(label, with_budget(ranking.verdict, budget), evidence, a.n_runs + b.n_runs)
+    return Finding(label, with_budget(ranking.verdict, budget), evidence, a.n_runs + b.n_runs,
+                   ranking.diff.p_value() if ranking.diff.n >= MIN_SEEDS else None, ranking.diff.n,
+                   dirty_ids(a.all_runs, b.all_runs))
 
 
 SPREAD_RULE = ("a lead needs the paired 95% t-interval above 0 with at least 3 paired seeds; with 2 seeds a paired "
@@ -195,7 +198,8 @@ def findings(df: pd.DataFrame) -> list[tuple[str, Finding]]:
 
 
 def claims(df: pd.DataFrame) -> list[Claim]:
-    return [Claim("lipschitznorm", SECTION, f"{quote} — {f.label}", f.verdict, f.reason, f.n_runs, "#claim-residual")
+    return [Claim("lipschitznorm", SECTION, f"{quote} — {f.label}", f.verdict, f.reason, f.n_runs, "#claim-residual",
+                  p_value=f.p_value, n_seeds=f.n_seeds, dirty=f.dirty)
             for quote, f in findings(df)]
 
 

@@ -1,0 +1,152 @@
+"""How far each verdict's runs are from the protocol the paper states: the claims index's "paper protocol" column.
+
+The yardstick per artifact is ``docs/paper_protocol.yaml`` (:data:`PROTOCOL_FILE`), which points at where the
+paper's protocol is encoded (the paper grid ``conf/grid/<experiment>_paper.yaml``, or Kim et al.'s ``paper``
+budgets) or states it with the paper's words. The distance is computed from the records, never typed:
+
+- epochs: the records' ``train.epochs`` against the paper's (``200 of 1000 epochs``); for Alon & Yahav's TREES
+  the unit is passes and a run's cap is its ``train.epochs`` (``150-500 of 50000 passes``);
+- seeds: the seeds per configuration against the paper grid's seed axis (``3-5 of 5 seeds``);
+- grid: the hyper-parameter configurations compared per cell against the paper grid's (:data:`HYPER_AXES`);
+- datasets, where the paper states them and the records name theirs;
+- Kim et al.: every budget key whose ``cpu`` value differs from the ``paper`` one (``steps 200 of 1000``).
+
+Nothing differs: ``paper protocol``. An artifact beyond the papers says so.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from omegaconf import OmegaConf
+
+from lipgnn.results.grid import CONF_DIR, declared_grid
+
+PROTOCOL_FILE = Path(__file__).resolve().parents[2] / "docs" / "paper_protocol.yaml"
+PAPER_PROTOCOL = "paper protocol"
+#: The hyper-parameter axes a paper grid sweeps per cell (the rest of a point names the cell or the seed).
+HYPER_AXES = ("model.hidden", "model.heads", "model.head_aggregation", "model.attn_dropout", "model.dropout",
+              "train.lr")
+#: Record columns that name a cell (a table cell or a figure point).
+CELL_COLUMNS = ("variant", "dataset", "missing_rate", "depth", "tree_depth")
+
+
+@cache
+def protocols(path: Path = PROTOCOL_FILE) -> dict[str, dict[str, Any]]:
+    """The YAML's entries per artifact name (empty when the file is absent)."""
+    if not path.exists():
+        return {}
+    data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    return {str(k): dict(v) for k, v in (data or {}).items()}  # type: ignore[union-attr]
+
+
+def paper_side(entry: dict[str, Any], conf_dir: Path | None = None) -> dict[str, Any]:
+    """The paper's numbers of one entry: ``epochs``, ``seeds``, ``configs`` (per cell), ``datasets``, ``unit``
+    (absent when not stated)."""
+    out: dict[str, Any] = {"unit": entry.get("unit", "epochs")}
+    if "grid" in entry:
+        grid = declared_grid(str(entry["grid"]), "paper", conf_dir)
+        if grid is not None:
+            points = grid.points
+            seeds = {p.get("seed") for p in points if "seed" in p}
+            if seeds:
+                out["seeds"] = len(seeds)
+            epochs = [s.epochs for s in grid.sweeps if math.isfinite(s.epochs)]
+            if epochs:
+                out["epochs"] = max(epochs)
+            configs = 1
+            for axis in HYPER_AXES:
+                values = {str(p[axis]) for p in points if axis in p}
+                configs *= max(1, len(values))
+            out["configs"] = configs
+    for key in ("epochs", "seeds", "datasets"):
+        if key in entry:
+            out[key] = entry[key]
+    return out
+
+
+def _range(values: list[float]) -> str:
+    lo, hi = int(min(values)), int(max(values))
+    return f"{lo}" if lo == hi else f"{lo}-{hi}"
+
+
+def _ours(frame: pd.DataFrame) -> pd.DataFrame:
+    """The completed runs inside the declared grid (what the verdicts read)."""
+    if frame is None or frame.empty:
+        return pd.DataFrame()
+    keep = frame["status"].astype(str) != "failed" if "status" in frame else pd.Series(True, index=frame.index)
+    if "in_grid" in frame:
+        keep &= frame["in_grid"].astype(bool)
+    return frame[keep]
+
+
+def training_distance(frame: pd.DataFrame, paper: dict[str, Any]) -> list[str]:
+    """The parts in which the runs of ``frame`` fall short of ``paper`` (see the module docstring)."""
+    runs = _ours(frame)
+    if runs.empty:
+        return []
+    parts = []
+    unit = paper.get("unit", "epochs")
+    if "epochs" in paper and paper["epochs"] and "epochs" in runs:
+        epochs = [float(e) for e in runs["epochs"].dropna()]
+        if epochs and min(epochs) < float(paper["epochs"]):
+            cap = "pass cap " if unit == "passes" else ""
+            parts.append(f"{cap}{_range(epochs)} of {int(paper['epochs'])} {unit}")
+    if "seeds" in paper and "config_key" in runs and "seed" in runs:
+        per_config = runs.groupby("config_key")["seed"].nunique().tolist()
+        if per_config and min(per_config) < int(paper["seeds"]):
+            parts.append(f"{_range(per_config)} of {int(paper['seeds'])} seeds")
+    if paper.get("configs", 1) > 1 and "config_key" in runs:
+        cells = [c for c in CELL_COLUMNS if c in runs]
+        per_cell = runs.groupby(cells, dropna=False)["config_key"].nunique().tolist() if cells else []
+        if per_cell and max(per_cell) < int(paper["configs"]):
+            parts.append(f"{_range(per_cell)} of {int(paper['configs'])} configurations per cell")
+    if "datasets" in paper and "dataset" in runs:
+        n = runs["dataset"].nunique()
+        if n < int(paper["datasets"]):
+            parts.append(f"{n} of {int(paper['datasets'])} datasets")
+    return parts
+
+
+def budget_distance(name: str) -> list[str]:
+    """Kim et al.'s ``cpu`` budget against the ``paper`` one, key by key (lists by their length)."""
+    from lipgnn.lipschitz.experiments import BUDGETS
+
+    budgets = BUDGETS.get(name, {})
+    cpu, paper = budgets.get("cpu", {}), budgets.get("paper", {})
+    parts = []
+    for key, want in paper.items():
+        have = cpu.get(key)
+        if have == want:
+            continue
+        if isinstance(want, list) and isinstance(have, list):
+            parts.append(f"{key}: {len(have)} of {len(want)} values")
+        elif isinstance(want, (int, float)) and isinstance(have, (int, float)):
+            parts.append(f"{key} {have:g} of {want:g}")
+        else:
+            parts.append(f"{key} {have} (paper {want})")
+    return parts
+
+
+def distance(artifact_name: str, frame: pd.DataFrame, path: Path = PROTOCOL_FILE) -> str:
+    """The "paper protocol" column of one artifact's verdicts: ``paper protocol``, the parts that differ joined by
+    ``, ``, ``beyond the papers`` (what the YAML says), or ``not stated`` without an entry."""
+    entry = protocols(path).get(artifact_name)
+    if entry is None:
+        return "not stated"
+    if "beyond" in entry:
+        return str(entry["beyond"])
+    if "budgets" in entry:
+        parts = budget_distance(str(entry["budgets"]))
+    else:
+        parts = training_distance(frame, paper_side(entry, CONF_DIR))
+    return ", ".join(parts) if parts else PAPER_PROTOCOL
+
+
+def is_reduced(text: str) -> bool:
+    """Does a distance text name a shortfall (not the paper protocol, nor beyond/not stated)?"""
+    return any(ch.isdigit() for ch in text) or " (paper " in text
