@@ -102,7 +102,11 @@ def test_the_encoder_default_is_the_main_setting_and_keeps_committed_run_ids() -
 
     from omegaconf import OmegaConf
 
-    from lipgnn.diagnostics.runner import compose, run_id_for
+    from lipgnn.diagnostics.runner import compose, energy_options
+    from lipgnn.identity import run_id
+
+    def run_id_for(cfg):
+        return run_id(cfg, energy=energy_options(cfg))
 
     root = Path(__file__).resolve().parents[1]
     assert OmegaConf.load(root / "conf" / "model" / "san.yaml").encoder_layers == gh_energy.MAIN["encoder"]
