@@ -242,18 +242,24 @@ def validate_output_dir(hydra_cfg: DictConfig, key: str) -> None:
                  f"folder with {key}=<path>")
 
 
+def nearest_existing(path: Path) -> Path | None:
+    """``path`` if it exists, else its nearest existing ancestor (where it would be created); None if none."""
+    probe = path
+    while not probe.exists():
+        if probe.parent == probe:
+            return None
+        probe = probe.parent
+    return probe
+
+
 def _can_create_in(path: Path) -> bool:
     """Whether a folder can be made where ``path`` would be created: tried for real (a temp folder made and removed
     in its nearest existing ancestor), since permission bits say nothing for root or for pseudo file systems
     such as /proc."""
     import tempfile
 
-    probe = path
-    while not probe.exists():
-        if probe.parent == probe:
-            return False
-        probe = probe.parent
-    if not probe.is_dir():
+    probe = nearest_existing(path)
+    if probe is None or not probe.is_dir():
         return False
     try:
         os.rmdir(tempfile.mkdtemp(dir=probe, prefix=".lipgnn-probe-"))

@@ -152,9 +152,21 @@ def test_a_truncated_checkpoint_is_named_moved_aside_and_the_run_starts_fresh(tm
     assert len(list(quarantine_dir(tmp_path, "default").iterdir())) == 2
 
 
-def test_the_header_is_read_without_the_state() -> None:
-    path = Path(torch.__file__).parent  # any folder: the header reader opens only the given file
-    assert read_header(path / "no-such-checkpoint.ckpt") is None
+def test_the_header_is_read_without_the_state(tmp_path: Path, monkeypatch) -> None:
+    from lipgnn.train.checkpoint import checkpoint_progress, save_checkpoint
+
+    assert read_header(tmp_path / "no-such-checkpoint.ckpt") is None
+    path = tmp_path / "checkpoint.ckpt"
+    save_checkpoint(path, {"model": {"w": torch.ones(2)}, "epoch": 7, "git_commit": "abc", "wall_time_s": 1.5,
+                           "best_train": {"epoch": 7, "train": 0.5, "test": 0.25}})
+
+    def no_unpickling(*args, **kwargs):
+        raise AssertionError("the header must be read without loading the state")
+
+    monkeypatch.setattr(torch, "load", no_unpickling)
+    header = read_header(path)
+    assert (header["epoch"], header["git_commit"], header["wall_time_s"]) == (7, "abc", 1.5)
+    assert checkpoint_progress(path) == (7, {"epoch": 7, "train": 0.5, "test": 0.25})
 
 
 def test_a_failing_record_write_keeps_the_result_and_a_rerun_writes_it_without_training(

@@ -138,10 +138,9 @@ def mirror_files(src_dir: Path, dst_dir: Path, names: Iterable[str]) -> bool:
 
 
 def is_writable_dir(path: Path) -> bool:
-    """True when ``path`` (or its nearest existing ancestor, where it would be created) is writable."""
-    probe = path
-    while not probe.exists():
-        if probe.parent == probe:
-            return False
-        probe = probe.parent
-    return probe.is_dir() and os.access(probe, os.W_OK)
+    """True when ``path`` (or its nearest existing ancestor, where it would be created) is writable. Permission
+    bits only: nothing is written (the dataset roots this checks may be shared, read-only copies)."""
+    from lipgnn.config import nearest_existing
+
+    probe = nearest_existing(path)
+    return probe is not None and probe.is_dir() and os.access(probe, os.W_OK)

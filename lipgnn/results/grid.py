@@ -271,15 +271,15 @@ def check_grid(df: pd.DataFrame, conf_dir: Path | None = None) -> GridCheck:
             hits.append(None)
             epochs.append(math.nan)
             continue
-        mine = []
+        mine, budgets = [], []
         for sweep in grid.sweeps:
             index = next((i for i, p in enumerate(sweep.points)
                           if matches(cfg, p, skip=("train.epochs",), if_present=sweep.fixed)), None)
             if index is not None:
                 full = math.isnan(sweep.epochs) or _same(get_dotted(cfg, "train.epochs"), sweep.epochs)
                 mine.append((f"{key}/{sweep.name}", index, full))
+                budgets.append(sweep.epochs)
         hits.append(mine)
-        budgets = [s.epochs for s in grid.sweeps if any(f"{key}/{s.name}" == h[0] for h in mine)]
         epochs.append(min(budgets) if budgets else math.nan)   # the smallest budget (docstring), never the largest
     at_budget = {(name, index) for mine in hits if mine for name, index, full in mine if full}
     in_grid = [True if mine is None else any(full or (name, index) not in at_budget for name, index, full in mine)

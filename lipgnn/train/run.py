@@ -73,33 +73,35 @@ def _quarantine(cfg: DictConfig, run_id: str, ckpt_path: Path, why: str) -> dict
     return {"path": str(target), "reason": why}
 
 
-def _prepare_checkpoint(cfg: DictConfig, run_id: str, ckpt_path: Path) -> tuple[float, dict[str, str] | None]:
+def _prepare_checkpoint(cfg: DictConfig, run_id: str,
+                        ckpt_path: Path) -> tuple[dict[str, Any] | None, dict[str, str] | None]:
     """Start fresh (overwrite=true or resume=false: the checkpoint is deleted), move an invalid checkpoint aside,
-    or check that the checkpoint may be resumed. Returns the wall time its earlier segments took and, when a
-    checkpoint was moved aside, where to and why (recorded in the run's record)."""
+    or check that the checkpoint may be resumed. Returns the checkpoint's state to resume from (None: start
+    fresh) and, when a checkpoint was moved aside, where to and why (recorded in the run's record)."""
     if not ckpt_path.exists():
-        return 0.0, None
+        return None, None
     if cfg.overwrite or not cfg.resume:
         why = "overwrite=true" if cfg.overwrite else "resume=false"
         print(f"{run_id}: {why}: deleting its checkpoint and starting from epoch 0", flush=True)
         shutil.rmtree(ckpt_path.parent, ignore_errors=True)
-        return 0.0, None
+        return None, None
     try:
-        meta = read_header(ckpt_path) or {}
-        # The whole state, as the trainer will load it: a truncated or planted file is caught here, before
-        # anything runs, and never unpickled beyond torch's tensors-and-plain-types loader.
-        load_checkpoint(ckpt_path, torch.device("cpu"))
+        # The whole state, loaded once here and handed to the trainer: a truncated or planted file is caught
+        # before anything runs, and never unpickled beyond torch's tensors-and-plain-types loader.
+        state = load_checkpoint(ckpt_path, torch.device("cpu"))
     except InvalidCheckpoint as exc:
-        return 0.0, _quarantine(cfg, run_id, ckpt_path, str(exc))
-    written_by, here = meta.get("git_commit", "unknown"), loaded_commit()
+        return None, _quarantine(cfg, run_id, ckpt_path, str(exc))
+    if state is None:  # removed since the check above
+        return None, None
+    written_by, here = state.get("git_commit", "unknown"), loaded_commit()
     if written_by != here and not cfg.allow_code_change:
         raise ConfigError(
-            f"{run_id} has a checkpoint (epoch {meta.get('epoch')}) written by commit {written_by}, but this code "
+            f"{run_id} has a checkpoint (epoch {state.get('epoch')}) written by commit {written_by}, but this code "
             f"is {here}: rerun with allow_code_change=true to resume it anyway, or resume=false to start fresh")
     note = "" if written_by == here else f"; this code is {here} (allow_code_change=true)"
-    print(f"{run_id}: resuming from epoch {meta.get('epoch')} (checkpoint written by commit {written_by}{note})",
+    print(f"{run_id}: resuming from epoch {state.get('epoch')} (checkpoint written by commit {written_by}{note})",
           flush=True)
-    return float(meta.get("wall_time_s") or 0.0), None
+    return state, None
 
 
 def run(cfg: DictConfig, *, progress: bool | None = None, parallel_jobs: int = 1) -> dict[str, Any]:
@@ -151,7 +153,8 @@ def _run_locked(cfg: DictConfig, run_id: str, progress: bool | None, parallel_jo
     from lipgnn.results.store import SCHEMA_VERSION, write_failure_record
 
     ckpt_path = checkpoint_path(cfg, run_id)
-    earlier, discarded = _prepare_checkpoint(cfg, run_id, ckpt_path)
+    resume_state, discarded = _prepare_checkpoint(cfg, run_id, ckpt_path)
+    earlier = float((resume_state or {}).get("wall_time_s") or 0.0)  # the wall time of its earlier segments
     threads = resolve_threads(cfg.train.num_threads, parallel_jobs)
     base = {
         "schema": SCHEMA_VERSION, "run_id": run_id, "experiment": str(cfg.experiment_name),
@@ -163,7 +166,7 @@ def _run_locked(cfg: DictConfig, run_id: str, progress: bool | None, parallel_jo
     base["config"].pop("hydra", None)
     started = time.time() - earlier
     try:
-        record = _train(cfg, run_id, ckpt_path, progress, base, started, threads)
+        record = _train(cfg, run_id, ckpt_path, resume_state, progress, base, started, threads)
     except LipgnnError:
         raise
     except KeyboardInterrupt:
@@ -210,7 +213,8 @@ def _interrupted_message(cfg: DictConfig, run_id: str, ckpt_path: Path) -> str:
             "rerun to start again, with train.checkpoint_every=<N> to make it resumable")
 
 
-def _train(cfg: DictConfig, run_id: str, ckpt_path: Path, progress: bool | None,
+def _train(cfg: DictConfig, run_id: str, ckpt_path: Path, resume_state: dict[str, Any] | None,
+           progress: bool | None,
            base: dict[str, Any], started: float, threads: int) -> dict[str, Any]:
     from lipgnn.data import load
     from lipgnn.models import build_model
@@ -251,7 +255,7 @@ def _train(cfg: DictConfig, run_id: str, ckpt_path: Path, progress: bool | None,
         cfg.train, device=device, seed=int(cfg.seed), logger=logger,
         grad_norms=bool(cfg.log.grad_norms),
         progress=bool(cfg.log.progress) if progress is None else progress,
-        checkpoint_path=ckpt_path if cfg.train.checkpoint_every else None, desc=run_id,
+        checkpoint_path=ckpt_path if cfg.train.checkpoint_every else None, resume_state=resume_state, desc=run_id,
         # Checkpoints name the code that wrote them and carry the wall time of the segments so far.
         checkpoint_extra=lambda: {"git_commit": loaded_commit(), "wall_time_s": time.time() - started},
     )

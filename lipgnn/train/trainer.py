@@ -121,6 +121,7 @@ class Trainer:
         checkpoint_path: Path | None = None,
         desc: str = "",
         checkpoint_extra: Callable[[], dict[str, Any]] | None = None,
+        resume_state: dict[str, Any] | None = None,
     ) -> None:
         self.cfg = cfg
         self.device = device
@@ -131,6 +132,9 @@ class Trainer:
         self.checkpoint_path = checkpoint_path
         self.desc = desc
         self.checkpoint_extra = checkpoint_extra
+        # The checkpoint's state when the caller has loaded it already (lipgnn.train.run validates it before
+        # training); else fit() loads checkpoint_path itself.
+        self.resume_state = resume_state
         self.graphed: GraphedStep | None = None  # train.cuda_graphs: set up by fit()
         # Plain values a caller computed before the first epoch (e.g. energies at initialisation): saved with
         # every checkpoint and restored on resume, so a resumed run records the same ones.
@@ -367,7 +371,9 @@ class Trainer:
                       shuffle: torch.Generator, state: _State, task: Any) -> int | None:
         if not self.checkpoint_path:
             return None
-        payload = load_checkpoint(self.checkpoint_path, self.device)
+        payload = self.resume_state if self.resume_state is not None else load_checkpoint(self.checkpoint_path,
+                                                                                           self.device)
+        self.resume_state = None  # used once; not held for the whole run
         if payload is None:
             return None
         model.load_state_dict(payload["model"])
