@@ -1,7 +1,13 @@
 """Expand an experiment's Hydra sweep into its runs, and report which of them are done.
 
+:func:`expand` is the one expansion of a grid: the lipgnn sweeper (``hydra_plugins/lipgnn_sweeper``, what
+``python train.py -m`` runs), :func:`check_command_line`, ``sweep-status`` and the results' grid reader
+(``lipgnn.results.grid``) all call it. A grid is ``hydra.sweeper.params`` (the main sweep, crossed with
+BasicSweeper's expansion) followed by each ``hydra.sweeper.extra`` entry crossed on its own; every distinct job
+once.
+
 ``lipgnn sweep-status table3 budget=cpu`` composes exactly what ``python train.py -m experiment=table3
-budget=cpu`` would launch (Hydra's own override parser and BasicSweeper expansion), computes each job's
+budget=cpu`` would launch, computes each job's
 stable run id, and looks its record up in ``results_dir``: done / diverged / failed / missing, plus the
 records in the experiment's folder that no job of the declared grid produces ("outside the grid"). A
 missing run that left a checkpoint (``train.checkpoint_every``) is shown with how far it got, since the

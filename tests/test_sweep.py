@@ -9,7 +9,7 @@ import pytest
 from conftest import TINY_TREES, files_under, run_cli
 
 from lipgnn.results.store import load_records
-from lipgnn.sweep import sweep_jobs, sweep_status
+from lipgnn.sweep import expand, sub_sweeps, sweep_jobs, sweep_status
 
 # Hand-counted from conf/grid/*_cpu.yaml: the product of each sub-sweep's axes (the main sweep + each extra).
 CPU_COUNTS = {
@@ -49,6 +49,93 @@ def test_command_line_overrides_replace_a_grid_axis() -> None:
     jobs = sweep_jobs("table3", ["budget=cpu", "seed=7"])
     assert len(jobs) == CPU_COUNTS["table3"] // 5
     assert all("seed=7" in job for job in jobs)
+
+
+# ------------------------------------------------------------------ the lipgnn sweeper: params, then each extra
+
+
+def test_the_grid_is_the_main_sweep_then_each_extra_every_job_once() -> None:
+    """Main sweep crossed first, then each extra crossed on its own, in order; a job two sub-sweeps share runs once
+    (at its first place); an extra does not inherit the main sweep's axes."""
+    sweeper = {"params": {"variant": "gat,gat_lip", "seed": "0,1"},
+               "extra": [{"variant": "gat", "seed": "1,2", "train.epochs": 1000}, {"seed": 1, "variant": "gat_lip"}]}
+    assert expand(sweeper, "cpu") == [
+        ["variant=gat", "seed=0"], ["variant=gat", "seed=1"], ["variant=gat_lip", "seed=0"],
+        ["variant=gat_lip", "seed=1"],
+        ["variant=gat", "seed=1", "train.epochs=1000"], ["variant=gat", "seed=2", "train.epochs=1000"]]
+    # the second extra is variant=gat_lip seed=1 again (written in another order): the same job, launched once
+    assert [len(s) for s in sub_sweeps(sweeper["params"], sweeper["extra"])] == [4, 2, 1]
+
+
+def test_a_command_line_value_replaces_that_axis_in_the_main_sweep_and_every_extra() -> None:
+    sweeper = {"params": {"seed": "0,1", "depth": 2}, "extra": [{"seed": "3,4", "depth": 30, "train.epochs": 1000}]}
+    assert expand(sweeper, "cpu", ["seed=7", "budget=cpu"]) == [
+        ["seed=7", "depth=2", "budget=cpu"], ["seed=7", "depth=30", "train.epochs=1000", "budget=cpu"]]
+    assert expand(sweeper, "cpu", ["train.epochs=5"])[-1] == ["seed=4", "depth=30", "train.epochs=5"]
+    # the paper's budget without a grid file: the experiment's design
+    assert expand({"design": {"seed": "range(2)"}}, "paper") == [["seed=0"], ["seed=1"]]
+    assert expand({"design": {"seed": "range(2)"}}, "cpu") == [[]]
+
+
+@pytest.mark.parametrize("extra", ["[seed]", "{seed: 1}", "[{seed: {a: 1}}]", "[{}]", "[{seed: 'range(1'}]"])
+def test_a_bad_extra_entry_is_one_line_and_nothing_runs(tmp_path: Path, extra: str) -> None:
+    out = run_cli(["-m", *TINY_TREES, "train.epochs=1", "results_dir=res", f"hydra.sweeper.extra={extra}"], tmp_path)
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: hydra.sweeper.extra"), out.stderr
+    assert not (tmp_path / "res").exists()
+
+
+def test_train_py_multirun_launches_the_extras_through_the_lipgnn_sweeper(tmp_path: Path) -> None:
+    """conf/config.yaml selects hydra/sweeper=lipgnn: a real multirun launches the main sweep and every extra,
+    a job they share once (Hydra's own BasicSweeper would refuse the ``extra`` key)."""
+    out = run_cli(["-m", *TINY_TREES, "train.epochs=1", "seed=0", "experiment_name=extras", "results_dir=res",
+                   "hydra/launcher=local", "hydra.sweeper.extra=[{train.lr: '0.01,0.02'},{train.lr: 0.01}]"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    launched = [line for line in (out.stdout + out.stderr).splitlines() if "] \t#" in line]
+    assert len(launched) == 3, launched  # the main job, lr 0.01 and 0.02 (the second extra's job is the first's)
+    records = [json.loads(p.read_text()) for p in files_under(tmp_path / "res" / "runs")]
+    assert sorted(r["config"]["train"]["lr"] for r in records) == [0.005, 0.01, 0.02]
+
+
+def test_sweep_status_and_check_grid_expand_a_grid_with_extras_alike(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """One expander: the runs sweep-status lists for a grid with extras are exactly the records check_grid places
+    inside it, each at its own sub-sweep's epoch budget; a run of neither is outside for both."""
+    import shutil
+
+    import pandas as pd
+    from omegaconf import OmegaConf
+
+    from lipgnn import sweep
+    from lipgnn.config import CONF_DIR
+    from lipgnn.identity import run_id
+    from lipgnn.results import grid
+    from lipgnn.results.store import write_record
+
+    conf = tmp_path / "conf"
+    shutil.copytree(CONF_DIR, conf)
+    (conf / "grid" / "fig2_cpu.yaml").write_text(
+        "# @package _global_\nhydra:\n  sweeper:\n    params:\n      variant: gat,gat_lip\n      seed: 0\n"
+        "    extra:\n      - train.epochs: 7\n        variant: gat\n        seed: 1,2\n"
+        "      - variant: gat_lip\n        seed: 3\n        depth: 4\n")
+    monkeypatch.setattr(sweep, "CONF_DIR", str(conf))
+    monkeypatch.setattr(grid, "CONF_DIR", conf)
+    cfgs = sweep.expand_sweep("fig2", ["budget=cpu"])
+    stray = sweep.expand_sweep("fig2", ["budget=cpu", "variant=gat", "seed=1", "train.epochs=9"])[0]
+    results = tmp_path / "results"
+    for cfg in [*cfgs, stray]:
+        write_record(results, {"run_id": run_id(cfg), "experiment": "fig2", "status": "completed", "config": {}})
+    status = sweep.sweep_status("fig2", results, ["budget=cpu"])
+    assert len(status.rows) == 2 + 2 + 1 and all(state == "completed" for _, state in status.rows)
+    assert status.outside == [(run_id(stray), "completed")]
+    df = pd.DataFrame({"config": [OmegaConf.to_container(c, resolve=True) for c in [*cfgs, stray]],
+                       "experiment": "fig2", "budget": "cpu"})
+    check = grid.check_grid(df, conf)
+    assert check.in_grid.tolist() == [True] * len(cfgs) + [False]
+    assert check.declared_epochs.tolist()[:-1] == [float(c.train.epochs) for c in cfgs] == [100.0, 100.0, 7.0, 7.0,
+                                                                                            100.0]
+    assert len(grid.declared_grid("fig2", "cpu", conf).points) == len(status.rows)
 
 
 SWEEP = ["-m", *TINY_TREES, "train.epochs=4", "seed=0,1,2", "experiment_name=faults", "results_dir=res",

@@ -30,7 +30,7 @@ class LipgnnSweeperConf:
     max_batch_size: int | None = None
     params: dict[str, str] | None = None
     # entries checked by lipgnn.sweep (one line per bad entry), not by the schema
-    extra: list[Any] | None = None
+    extra: Any = None
     design: dict[str, str] | None = None   # the paper's grid (conf/experiment/<name>.yaml)
     design_budget: str = "paper"           # the budget that launches ``design`` when no grid file is given
 
@@ -42,7 +42,7 @@ class LipgnnSweeper(BasicSweeper):
     """BasicSweeper whose job list is :func:`lipgnn.sweep.expand` of the grid (main sweep, then each extra)."""
 
     def __init__(self, max_batch_size: int | None = None, params: dict[str, str] | None = None,
-                 extra: list[Any] | None = None, design: dict[str, str] | None = None,
+                 extra: Any = None, design: dict[str, str] | None = None,
                  design_budget: str = "paper") -> None:
         super().__init__(max_batch_size, params)
         self.sweeper = {"params": params, "extra": extra, "design": design, "design_budget": design_budget}

@@ -1,15 +1,16 @@
-"""The declared grid of an experiment: the runs its sweep files ask for, read without composing every job.
+"""The declared grid of an experiment: the runs its grid file asks for, read without composing every job.
 
-An experiment's sweep at a budget is ``conf/grid/<experiment>_<budget>.yaml`` (what ``train.py -m
-experiment=<experiment> budget=<budget>`` launches) plus any ``conf/grid/<experiment>_<budget>_<suffix>.yaml``
-(an extra sweep, launched with ``grid=<experiment>_<budget>_<suffix>``, e.g. more seeds at one depth or a
-longer epoch budget). Each file's ``hydra.sweeper.params`` is expanded with Hydra's override parser into
-points; a point is a dict of record-config keys (``model.name``, ``norm.name``, ``model.residual``,
+An experiment's grid at a budget is ``conf/grid/<experiment>_<budget>.yaml`` (what ``train.py -m
+experiment=<experiment> budget=<budget>`` launches; at the paper's budget without such a file, the experiment's
+own ``hydra.sweeper.design``). Its main sweep (``hydra.sweeper.params``) and each ``extra`` sub-sweep (more seeds
+at some depths, a longer epoch budget, an ablation) are one :class:`Sweep` each, with its own epoch budget. The
+jobs come from :func:`lipgnn.sweep.sub_sweeps`, the expansion the lipgnn sweeper launches; each job's overrides
+are mapped to a point, a dict of record-config keys (``model.name``, ``norm.name``, ``model.residual``,
 ``dataset.name``, ``depth``, ``train.lr``, ``seed`` ...) to the values that run must have. Group choices
 (``variant=gat_lip``, ``dropout=none``, ``dataset=cora``) are read from their YAML file: the keys they set
 and the names of the groups they override. A key the sweep does not set is not checked.
 
-Composing each job with Hydra costs 0.1-0.3 s, too slow for ``make tables``; reading the sweep files costs
+Composing each job with Hydra costs 0.1-0.3 s, too slow for ``make tables``; reading the grid file costs
 milliseconds. ``lipgnn sweep-status`` composes the jobs and stays the reference for run ids.
 """
 
@@ -274,11 +275,11 @@ def check_grid(df: pd.DataFrame, conf_dir: Path | None = None) -> GridCheck:
     declared epochs it is a stray, outside the grid, never a candidate. ``declared_epochs`` is the smallest budget
     of the sweeps a record belongs to. An experiment without any grid file for a budget declares nothing: its
     records all count as inside.
-    A record inside several sweeps with different epoch budgets (a fig4 point in both ``fig4_cpu``, 200 epochs,
-    and ``fig4_cpu_1000``) is judged against the SMALLEST of them: a run is complete when it meets the budget of
-    some sweep that asks for it, so a 200-epoch run of the 200-epoch sweep is never "under budget" because a
-    longer sweep also covers its point (the longer sweep's own runs carry their longer ``train.epochs`` and form
-    their own cells).
+    A record inside several sweeps with different epoch budgets (a fig4 point in both the main sweep of
+    ``fig4_cpu.yaml``, 200 epochs, and its 1000-epoch extra) is judged against the SMALLEST of them: a run is
+    complete when it meets the budget of some sweep that asks for it, so a 200-epoch run of the 200-epoch sweep is
+    never "under budget" because a longer sweep also covers its point (the longer sweep's own runs carry their
+    longer ``train.epochs`` and form their own cells).
     """
     epochs: list[float] = []
     hits: list[list[tuple[str, int, bool]] | None] = []   # per record: (sweep, point, has the sweep's epochs)

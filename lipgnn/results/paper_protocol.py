@@ -1,8 +1,9 @@
 """How far each verdict's runs are from the protocol the paper states: the claims index's "paper protocol" column.
 
 The yardstick per artifact is ``docs/paper_protocol.yaml`` (:data:`PROTOCOL_FILE`), which points at where the
-paper's protocol is encoded (the paper grid ``conf/grid/<experiment>_paper.yaml``, or Kim et al.'s ``paper``
-budgets) or states it with the paper's words. The distance is computed from the records, never typed:
+paper's protocol is encoded (the paper grid, ``hydra.sweeper.design`` of ``conf/experiment/<experiment>.yaml``,
+or Kim et al.'s ``paper`` budgets) or states it with the paper's words. The distance is computed from the
+records, never typed:
 
 - epochs: the records' ``train.epochs`` against the paper's (``200 of 1000 epochs``); for Alon & Yahav's TREES
   the unit is passes and a run's cap is its ``train.epochs`` (``150-500 of 50000 passes``);

@@ -364,7 +364,7 @@ def _legend(spec: TableSpec, cells: list[Cell]) -> list[str]:
         legend.append("- [1 seed]: a single usable seed, so no standard deviation.")
     if any(c.partial for c in cells):
         legend.append("- [partial: k/K runs]: the cell's sweep has not finished: it has k runs where its declared grid "
-                      "(conf/grid/<experiment>_<budget>*.yaml) has K, so fewer configurations or seeds were compared.")
+                      "(conf/grid/<experiment>_<budget>.yaml) has K, so fewer configurations or seeds were compared.")
     if spec.footnote:
         legend.append(f"- Paper: {spec.footnote}")
     return legend

@@ -37,7 +37,7 @@ DATASET = "cora"
 BUDGET = "cpu"
 REFERENCE = ("GAT", "GAT-Lip", "GT", "GT-Lip")
 NONLOCAL = tuple(f"nonlocal {v}" for v in REFERENCE)
-# In Guan & He's Post-LN block LN(x + f(x)), with and without the factor (grid fig6_nonlocal_cpu_postln).
+# In Guan & He's Post-LN block LN(x + f(x)), with and without the factor (rows of conf/grid/fig6_nonlocal_cpu.yaml).
 POSTLN = ("Post-LN GAT", "Post-LN GT")
 NONLOCAL_POSTLN = tuple(f"nonlocal {v}" for v in POSTLN)
 ROWS = NONLOCAL + NONLOCAL_POSTLN + POSTLN + REFERENCE   # the table's row order
