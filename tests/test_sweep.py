@@ -98,6 +98,23 @@ def test_train_py_multirun_launches_the_extras_through_the_lipgnn_sweeper(tmp_pa
     assert sorted(r["config"]["train"]["lr"] for r in records) == [0.005, 0.01, 0.02]
 
 
+def test_skip_done_launches_only_the_jobs_without_a_finished_record(tmp_path: Path) -> None:
+    """hydra.sweeper.skip_done=true: a relaunch submits only the runs whose record is missing or failed (on SLURM,
+    one array task each), not every job of the sweep."""
+    base = ["-m", *TINY_TREES, "train.epochs=1", "experiment_name=skip", "results_dir=res", "hydra/launcher=local"]
+    first = run_cli([*base, "seed=0,1"], tmp_path)
+    assert first.returncode == 0, first.stderr
+    failed = next((tmp_path / "res" / "runs" / "skip").glob("*-s1-*.json"))
+    failed.write_text(failed.read_text().replace('"status": "completed"', '"status": "failed"'))
+    again = run_cli([*base, "seed=0,1,2", "hydra.sweeper.skip_done=true"], tmp_path)
+    assert again.returncode == 0, again.stderr
+    launched = [line.split(" : ")[1] for line in (again.stdout + again.stderr).splitlines() if "] \t#" in line]
+    assert [[o for o in job.split() if o.startswith("seed=")] for job in launched] == [["seed=1"], ["seed=2"]]
+    assert "skip_done: 1 of 3 jobs have a finished record; launching 2" in again.stdout + again.stderr
+    done = run_cli([*base, "seed=0,1,2", "hydra.sweeper.skip_done=true"], tmp_path)  # nothing left: nothing runs
+    assert done.returncode == 0 and "] \t#" not in done.stdout + done.stderr, done.stderr
+
+
 def test_sweep_status_and_check_grid_expand_a_grid_with_extras_alike(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """One expander: the runs sweep-status lists for a grid with extras are exactly the records check_grid places

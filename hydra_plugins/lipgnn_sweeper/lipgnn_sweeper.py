@@ -15,6 +15,7 @@ A command-line value replaces that axis in the main sweep and in every extra. Wi
 reader, so every tool sees the runs this sweeper launches.
 """
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,8 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.types import Override
 from omegaconf import OmegaConf
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -33,6 +36,9 @@ class LipgnnSweeperConf:
     extra: Any = None
     design: dict[str, str] | None = None   # the paper's grid (conf/experiment/<name>.yaml)
     design_budget: str = "paper"           # the budget that launches ``design`` when no grid file is given
+    # launch only the jobs without a finished record (completed or diverged): a relaunch of a sweep (on SLURM: one
+    # array task per job) then submits only what is left; each job is composed once more to find its run id
+    skip_done: bool = False
 
 
 ConfigStore.instance().store(group="hydra/sweeper", name="lipgnn", node=LipgnnSweeperConf, provider="lipgnn")
@@ -43,18 +49,25 @@ class LipgnnSweeper(BasicSweeper):
 
     def __init__(self, max_batch_size: int | None = None, params: dict[str, str] | None = None,
                  extra: Any = None, design: dict[str, str] | None = None,
-                 design_budget: str = "paper") -> None:
+                 design_budget: str = "paper", skip_done: bool = False) -> None:
         super().__init__(max_batch_size, params)
         self.sweeper = {"params": params, "extra": extra, "design": design, "design_budget": design_budget}
+        self.skip_done = skip_done
 
     def _parse_config(self) -> list[str]:
         return []  # the grid's axes are expanded in split_arguments, per sub-sweep
 
     def split_arguments(self, overrides: list[Override], max_batch_size: int | None) -> list[list[list[str]]]:
-        from lipgnn.sweep import expand
+        from lipgnn.sweep import expand, is_finished
 
-        assert self.config is not None
+        assert self.config is not None and self.hydra_context is not None
         budget = OmegaConf.select(self.config, "budget.name", default=None)
         jobs = expand(self.sweeper, budget, [o.input_line for o in overrides])
-        size = len(jobs) if max_batch_size in (None, -1) else max_batch_size
-        return [jobs[i:i + size] for i in range(0, len(jobs), size)] or [[]]
+        if self.skip_done:
+            loader = self.hydra_context.config_loader
+            left = [job for job in jobs if not is_finished(loader.load_sweep_config(self.config, list(job)))]
+            log.info("skip_done: %d of %d jobs have a finished record; launching %d", len(jobs) - len(left),
+                     len(jobs), len(left))
+            jobs = left
+        size = max(len(jobs), 1) if max_batch_size in (None, -1) else max_batch_size
+        return [jobs[i:i + size] for i in range(0, len(jobs), size)]
