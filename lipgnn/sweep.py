@@ -101,7 +101,8 @@ def grid_of(sweeper: Mapping[str, Any], budget: str | None) -> tuple[Mapping[str
 
 def expand(sweeper: Mapping[str, Any], budget: str | None, arguments: Sequence[str] = ()) -> list[list[str]]:
     """Every job of a multirun: the one expansion the lipgnn sweeper (``hydra_plugins/lipgnn_sweeper``),
-    ``sweep-status``, ``check_command_line`` and the results' grid reader share."""
+    ``sweep-status`` and ``check_command_line`` share; the results' grid reader takes the same :func:`grid_of` and
+    :func:`sub_sweeps`, one sub-sweep at a time (each declares its own epoch budget)."""
     params, extra = grid_of(sweeper, budget)
     return union(sub_sweeps(params, extra, arguments))
 

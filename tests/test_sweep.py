@@ -78,11 +78,20 @@ def test_a_command_line_value_replaces_that_axis_in_the_main_sweep_and_every_ext
 
 
 @pytest.mark.parametrize("extra", ["[seed]", "{seed: 1}", "[{seed: {a: 1}}]", "[{}]", "[{seed: 'range(1'}]"])
-def test_a_bad_extra_entry_is_one_line_and_nothing_runs(tmp_path: Path, extra: str) -> None:
-    out = run_cli(["-m", *TINY_TREES, "train.epochs=1", "results_dir=res", f"hydra.sweeper.extra={extra}"], tmp_path)
+def test_a_bad_extra_entry_is_one_line(extra: str) -> None:
+    from lipgnn.errors import ConfigError
+    from lipgnn.sweep import check_command_line
+
+    with pytest.raises(ConfigError) as error:
+        check_command_line(["-m", *TINY_TREES, f"hydra.sweeper.extra={extra}"])
+    assert str(error.value).startswith("hydra.sweeper.extra") and "\n" not in str(error.value)
+
+
+def test_a_bad_extra_entry_stops_train_py_in_one_line_before_any_job(tmp_path: Path) -> None:
+    out = run_cli(["-m", *TINY_TREES, "train.epochs=1", "results_dir=res", "hydra.sweeper.extra=[seed]"], tmp_path)
     assert out.returncode == 2, out.stderr
     lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: hydra.sweeper.extra"), out.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: hydra.sweeper.extra[0]"), out.stderr
     assert not (tmp_path / "res").exists()
 
 
