@@ -17,8 +17,8 @@ from typing import Any
 
 import pandas as pd
 
-from lipgnn.diagnostics.frames import ARCH_LABELS, ARCHITECTURES, energy_frame, geo_stats, sci
 from lipgnn.results.artifact import Artifact
+from lipgnn.results.frames import ARCH_LABELS, ARCHITECTURES, energy_frame, geo_stats, sci
 from lipgnn.results.plotting import legend
 from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS, HOLDS_IN_PART, NOT_RUN, TOO_FEW_SEEDS, Claim
 
