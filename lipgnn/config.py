@@ -142,8 +142,10 @@ def typed(cfg: Any, schema: type | str | None = None) -> Any:
     ``cfg`` is a composed config node (its schema is its own: ``OmegaConf.to_object``) or, for a caller without
     one (a test, the benchmark), a plain mapping, a namespace or a YAML file read directly; that is completed
     from ``schema`` (a schema class, or a group name: ``model`` and ``norm`` pick the schema by ``name``,
-    ``dataset`` by ``kind``) and checked the same way. A dataclass is returned as it is. The key ``nonlocal``
-    becomes the field ``nonlocal_`` (:func:`lipgnn.config_schema.config_key`). Raises :class:`ConfigError`.
+    ``dataset`` by ``kind``) and checked the same way: a key of another option of the group (``alpha`` with
+    ``norm=none``) is dropped, a key no option has is an error. A dataclass is returned as it is. The key
+    ``nonlocal`` becomes the field ``nonlocal_`` (:func:`lipgnn.config_schema.config_key`). Raises
+    :class:`ConfigError` (one line).
     """
     if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
         return cfg
@@ -197,6 +199,7 @@ def _completed(cfg: Any, schema: type | str | None, group: str, prefix: str) -> 
         values = dict(vars(cfg))
     assert isinstance(values, dict)
     values.pop("defaults", None)  # Hydra's defaults list of a conf/ YAML file read directly, not a key
+    siblings: set[str] = set()  # keys of the group's other options: one mapping may serve every norm
     if isinstance(schema, type):
         cls = schema
     elif group in GROUP_SCHEMAS:
@@ -205,16 +208,20 @@ def _completed(cfg: Any, schema: type | str | None, group: str, prefix: str) -> 
         _require(option is not None, f"{prefix}{key} is not set; give {prefix}{key}=<value>")
         _require(option in options, f"{prefix}{key}={option!r} is unknown; use one of: {', '.join(options)}")
         cls = options[option]
+        siblings = {k for other in options.values() for k in schema_fields(other)}
     elif group in _SINGLE_SCHEMAS:
         cls = _SINGLE_SCHEMAS[group]
     else:
         raise ConfigError(f"no schema for the config group {group or '(root)'!r}; pass a schema class")
     base = node(cls)
+    values = {k: v for k, v in values.items() if k in base.keys() or k not in siblings}
     unknown = [str(k) for k in values if k not in base.keys()]
     _require(not unknown, f"{prefix}{unknown[0] if unknown else ''} is not a config key (valid keys under "
              f"{group or 'the top level'}: {', '.join(map(str, base.keys()))})")
     merged = OmegaConf.merge(base, values)
     assert isinstance(merged, DictConfig)
+    if group:  # under its group, so that a file's own interpolations resolve (pyg.yaml: name: ${dataset.cls})
+        merged = OmegaConf.create({group: merged})[group]
     return merged
 
 
