@@ -8,6 +8,8 @@ false and nothing else" — is written beside the field as metadata and checked 
 :func:`lipgnn.config.validate`, so every rule of every key sits in this one file.
 
 Adding a key is one line: ``name: type = choice(default, "a", "b")`` or ``= number(default, ge=0)``.
+Consumers read these dataclasses, not the config nodes (:func:`lipgnn.config.typed`), so each key's default
+here is its only one. Model families are declared in :data:`FAMILIES`.
 """
 
 from __future__ import annotations
@@ -98,6 +100,8 @@ class ModelConfig:
     hidden: int = number(64, ge=1, integer=True)
     heads: int = number(1, ge=1, integer=True)
     head_aggregation: str = choice("concat", "concat", "mean")
+    # The families' YAML files set their papers' values (gat, gcnii, pyg_stack: dropout 0.6; gat, gt, pyg_stack:
+    # attn_dropout 0.3); a config that leaves a key out (a test's, the benchmark's) gets these.
     dropout: float = number(0.5, ge=0.0, lt=1.0)
     attn_dropout: float = number(0.0, ge=0.0, lt=1.0)
     residual: Any = flag(False)
