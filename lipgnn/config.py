@@ -39,7 +39,8 @@ from lipgnn.errors import ConfigError
 # An absolute path: Hydra would otherwise look for a Python package named "conf" (editable install = repo root).
 CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
 
-__all__ = ["ATTENTION_MODELS", "CONF_DIR", "MODELS", "NORMS", "compose", "format_error", "typed", "validate"]
+__all__ = ["ATTENTION_MODELS", "CONF_DIR", "MODELS", "NORMS", "check_model", "compose", "format_error", "typed",
+           "validate"]
 
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 
@@ -149,16 +150,21 @@ def typed(cfg: Any, schema: type | str | None = None) -> Any:
     """
     if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
         return cfg
-    group = schema if isinstance(schema, str) else _GROUP_OF.get(schema, "") if schema is not None else ""
+    if isinstance(schema, str):
+        group = schema
+    else:  # the group whose schema it is, for the keys' names in messages
+        group = _GROUP_OF.get(schema or (OmegaConf.get_type(cfg) if isinstance(cfg, DictConfig) else None), "")
     prefix = f"{group}." if group else ""
     try:
-        structured = _is_structured(cfg)
-        node_ = cfg if structured else _completed(cfg, schema, group, prefix)
+        node_ = cfg if _is_structured(cfg) else _completed(cfg, schema, group, prefix)
         validate_fields(node_, prefix)
-        return _as_dataclass(node_)
+        obj = _as_dataclass(node_)
     except OmegaConfBaseException as exc:  # a value of the wrong type, an interpolation that does not resolve
         key = getattr(exc, "full_key", None)
         raise ConfigError(f"{prefix}{key}: {format_error(exc)}" if key else format_error(exc)) from None
+    _require(not isinstance(schema, type) or isinstance(obj, schema),
+             f"{group or 'the config'} is a {type(obj).__name__}, not a {getattr(schema, '__name__', schema)}")
+    return obj
 
 
 def _is_structured(cfg: Any) -> bool:
@@ -233,8 +239,8 @@ def validate(cfg: DictConfig) -> None:
     except OmegaConfBaseException as exc:  # an interpolation that does not resolve
         raise ConfigError(format_error(exc)) from None
     _validate_device(str(cfg.device))
-    model, norm = _as_dataclass(cfg.model), _as_dataclass(cfg.norm)
-    train, dataset = _as_dataclass(cfg.train), _as_dataclass(cfg.dataset)
+    model, norm = typed(cfg.model, "model"), typed(cfg.norm, "norm")
+    train, dataset = typed(cfg.train, "train"), typed(cfg.dataset, "dataset")
     if train.cuda_graphs:
         _validate_cuda_graphs(cfg, model, train)
     check_model(model, norm)
