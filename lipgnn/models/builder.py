@@ -49,7 +49,15 @@ import torch
 
 import lipgnn.models.families  # noqa: F401  (registers every family's builder)
 from lipgnn.config import check_model, typed
-from lipgnn.config_schema import ATTENTION_MODELS, FAMILIES, MODEL_SCHEMAS, NORM_SCHEMAS, NORMS
+from lipgnn.config_schema import (
+    ATTENTION_MODELS,
+    FAMILIES,
+    FUSED_MODELS,
+    MODEL_SCHEMAS,
+    NONLOCAL_MODELS,
+    NORM_SCHEMAS,
+    NORMS,
+)
 from lipgnn.errors import ConfigError
 from lipgnn.models.deep import DeepGNN
 from lipgnn.models.registry import model_builder, registered_models
@@ -69,8 +77,6 @@ MODEL_NAMES: tuple[str, ...] = tuple(name for name in ALL_MODEL_NAMES if name !=
 LIP_MODELS: tuple[str, ...] = tuple(name for name in MODEL_NAMES if name in ATTENTION_MODELS)
 #: The attention families with the suite's own Lip layers (``model.impl=auto`` may build them fused on CUDA).
 BLOCK_ATTENTION_MODELS: tuple[str, ...] = tuple(name for name, f in FAMILIES.items() if f.fused_on_cuda)
-FUSED_MODELS: tuple[str, ...] = tuple(name for name, f in FAMILIES.items() if f.fused)
-NONLOCAL_MODELS: tuple[str, ...] = tuple(name for name, f in FAMILIES.items() if f.nonlocal_mp)
 NORM_NAMES: tuple[str, ...] = NORMS
 
 __all__ = ["ALL_MODEL_NAMES", "BLOCK_ATTENTION_MODELS", "CUDA_FUSED_MIN_EDGES", "FUSED_MODELS", "LIP_MODELS",

@@ -6,7 +6,7 @@ declared there, so the config's choices, the run identity and the tables know ev
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from lipgnn.config_schema import FAMILIES
 from lipgnn.errors import ConfigError
@@ -15,17 +15,16 @@ if TYPE_CHECKING:
     from lipgnn.models.deep import DeepGNN
     from lipgnn.models.stack import Build
 
-    Builder = Callable[[Build], DeepGNN]
+#: A family's builder: the typed configs, spec, depth and resolved impl in, the model out.
+Builder = Callable[["Build"], "DeepGNN"]
+_BUILDERS: dict[str, Builder] = {}
 
-_BUILDERS: dict[str, Callable] = {}  # type: ignore[type-arg]
-B = TypeVar("B", bound=Callable)  # type: ignore[type-arg]
 
-
-def register_model(name: str) -> Callable[[B], B]:
+def register_model(name: str) -> Callable[[Builder], Builder]:
     """Register the decorated function as the builder of family ``name`` (a key of ``FAMILIES``): it takes a
     :class:`~lipgnn.models.stack.Build` and returns a :class:`~lipgnn.models.deep.DeepGNN`."""
 
-    def register(builder: B) -> B:
+    def register(builder: Builder) -> Builder:
         if name not in FAMILIES:
             raise ValueError(f"model family {name!r} has no entry in lipgnn.config_schema.FAMILIES; declare it there")
         if name in _BUILDERS and _BUILDERS[name] is not builder:
