@@ -33,13 +33,17 @@ def test_builder_wires_l2_scores_and_tied_weights() -> None:
 @pytest.mark.parametrize(("model", "norm", "message"), [
     (_model(score="l2", tie_qk=True), "lip", "dot-product"),
     (_model(name="gat", score="l2"), "none", "model=gt only"),
-    (_model(score="cosine"), "none", "unknown"),
 ])
 def test_validation_rejects_bad_score_combinations(model, norm: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         _validate_score(model, OmegaConf.create({"name": norm}))
     with pytest.raises(ConfigError, match=message.split()[0]):
-        build_model(model, OmegaConf.create({"name": norm, "alpha": 1.0, "formula": "paper"}), SPEC, 2)
+        build_model(model, OmegaConf.create({"name": norm}), SPEC, 2)
+
+
+def test_an_unknown_score_is_refused_by_the_schema() -> None:
+    with pytest.raises(ConfigError, match="model.score='cosine' is unknown; use one of: dot, l2"):
+        build_model(_model(score="cosine"), OmegaConf.create({"name": "none"}), SPEC, 2)
 
 
 @pytest.mark.parametrize("impl", ["pyg", "fused"])
