@@ -33,8 +33,9 @@ NON_IDENTITY_KEYS: tuple[str, ...] = (
     "train.checkpoint_every", "train.checkpoint_activations", "train.num_threads", "train.malloc_tuning",
     "train.cuda_graphs",
     "trees_protocol",
-    # The energy runner's options: train.py never reads them, and the runner adds them to its own ids.
-    "energy",
+    # The energy kind's options (it adds them to its own ids), the job kind and the kim kind's settings (a kim
+    # unit's id hashes its own config): lipgnn.runs.
+    "energy", "kind", "kim",
 )
 # Keys renamed since records were first written: old dotted name -> new one.
 RENAMED: dict[str, str] = {"norm.variant": "norm.formula"}
