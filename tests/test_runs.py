@@ -100,6 +100,10 @@ def test_summarize_reads_every_kinds_records(tmp_path: Path, capsys: pytest.Capt
         for path in sorted((ROOT / "results" / "runs" / experiment).glob("*.json"))[:2]:
             shutil.copy(path, folder / path.name)
     assert main(["summarize", str(tmp_path), "--out", str(tmp_path / "summary")]) == 0
+    import pandas as pd
+
+    table = pd.read_csv(tmp_path / "summary" / "summary.csv")
+    assert set(table["experiment"]) == set(KINDS)  # every kind's records listed, none dropped
 
 
 def _grid(experiment: str) -> set[str]:
