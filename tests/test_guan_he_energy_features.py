@@ -60,7 +60,7 @@ def test_without_row_records_the_block_says_how_to_run_it() -> None:
 
 def test_the_declared_ablation_is_row_features_on_cora_and_pubmed() -> None:
     sweeps = {s.name: s for s in declared_grid("gh_energy", "cpu").sweeps}
-    points = sweeps["gh_energy_cpu_features"].points
+    points = sweeps["grid/gh_energy_cpu.yaml extra[1]"].points
     assert len(points) == 90 and {p["energy.features"] for p in points} == {"row"}
     assert {p["dataset.name"] for p in points} == {"cora", "pubmed"} and {p["depth"] for p in points} == {2, 32, 256}
     assert {p["model.init"] for p in points} == {"xavier"} and {p["seed"] for p in points} == set(range(5))
