@@ -1,8 +1,9 @@
 """The ``kim`` job kind: Kim et al.'s experiments and ``lip_estimates``, one unit of work per job.
 
-A unit (one N and p, one model, one layer stack) is named by ``kim.unit`` (a grid axis of
-``conf/grid/<experiment>_<budget>.yaml``, where the budget's parameters live in the ``kim`` node: ``cpu`` is the
-reduced protocol every committed record was made with, ``paper`` the paper's where it states one). Its record
+A unit (one N and p, one model, one layer stack) is named by ``kim.unit``, an axis of the experiment's sweep. The
+budget's parameters live in the ``kim`` node: the paper's protocol, where it states one, in
+``conf/experiment/<experiment>.yaml`` (what ``budget=paper`` runs, its units in the sweeper's ``design``), the reduced
+one every committed record was made with in ``conf/grid/<experiment>_cpu.yaml``. Its record
 stores the unit's own config (:func:`unit`), and its id is derived from that config
 (:func:`lipgnn.identity.run_id` with ``unit=``): ``<experiment>-<unit>-<budget>-s<seed>-<hash>``. A unit is
 cheap: a rerun skips finished records (``overwrite=true`` redoes them).
@@ -66,14 +67,15 @@ def params(cfg: DictConfig) -> dict[str, Any]:
 
 
 def budget_params(experiment: str, budget: str) -> dict[str, Any]:
-    """The ``kim`` parameters of ``conf/grid/<experiment>_<budget>.yaml`` ({} if none), read without composing."""
+    """The ``kim`` parameters a budget runs with, read without composing: the experiment's (the paper's protocol)
+    with ``conf/grid/<experiment>_<budget>.yaml``'s over them ({} for an experiment without a kim node)."""
     from lipgnn.config import CONF_DIR
 
-    path = Path(CONF_DIR) / "grid" / f"{experiment}_{budget}.yaml"
-    if not path.is_file():
-        return {}
-    node = OmegaConf.load(path).get("kim")
-    values = OmegaConf.to_container(node, resolve=True) if node is not None else {}
+    nodes = [OmegaConf.load(path).get("kim") for path in (Path(CONF_DIR) / "experiment" / f"{experiment}.yaml",
+                                                         Path(CONF_DIR) / "grid" / f"{experiment}_{budget}.yaml")
+             if path.is_file()]
+    merged = OmegaConf.merge(*[node for node in nodes if node is not None]) if any(nodes) else {}
+    values = OmegaConf.to_container(merged, resolve=True) if merged else {}
     assert isinstance(values, dict)
     values.pop("unit", None)
     return values
