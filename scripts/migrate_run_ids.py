@@ -47,8 +47,8 @@ def _energy_run_id(config: dict) -> str:
     return run_id(config, energy=energy_options(OmegaConf.create(config)))
 
 
-# Runners whose ids are the training identity plus their own options: migrated with the runner's id function,
-# so that the runner finds the record and skips the unit.
+# Job kinds whose ids are the training identity plus their own options: migrated with the kind's id function,
+# so that the run layer finds the record and skips the unit.
 RUNNER_IDS = {"gh_energy": _energy_run_id}
 
 
