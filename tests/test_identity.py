@@ -98,7 +98,7 @@ def test_committed_records_are_found_by_the_composed_grid() -> None:
     from lipgnn.sweep import sweep_status
 
     status = sweep_status("table3", ROOT / "results",
-                          ["budget=cpu", "dataset=cora", "depth=15", "variant=gat_lip", "train.lr=0.005"])
+                          ["budget=cpu", "dataset=cora", "depth=15", "variant=gat_lip", "train.lr=0.005", "seed=0,1"])
     assert len(status.rows) == 4  # dropout x 2 seeds
     assert [state for _, state in status.rows] == ["completed"] * 4, status.rows
 
