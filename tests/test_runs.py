@@ -156,3 +156,29 @@ def test_train_py_recomputes_a_committed_unit_of_each_kind(experiment: str, over
         if key == "diagnostics":
             new[key].pop("train_time_s", None), old[key].pop("train_time_s", None)
         _close(new[key], old[key], key)
+
+
+def test_gh_depth_jobs_train_on_the_data_layers_random_split_with_their_variants_schedule(data_root: Path) -> None:
+    """gh_depth's cpu grid pairs each SAN variant with its learning-rate schedule (Pre-LN lr 1e-3 without warm-up;
+    Post-LN and nonlocal 1e-4 after a warm-up) and trains on the data layer's random 60/20/20 split."""
+    from lipgnn.data import load
+    from lipgnn.data.splits import random_split
+    from lipgnn.sweep import sweep_jobs
+
+    jobs = {tuple(sorted(job)) for job in sweep_jobs("gh_depth", ["budget=cpu", "depth=2", "seed=1"])}
+    schedules = set()
+    for job in jobs:
+        cfg = compose(list(job))
+        schedules.add((str(cfg.model.layer_norm), bool(cfg.model["nonlocal"]), int(cfg.train.epochs),
+                       float(cfg.train.lr), int(cfg.train.warmup_epochs)))
+    assert schedules == {(ln, nl, epochs, lr, warmup) for epochs, warmup in ((100, 20), (500, 50), (1000, 100))
+                         for ln, nl, lr, warmup in (("pre", False, 1e-3, 0), ("post", False, 1e-4, warmup),
+                                                    ("post", True, 1e-4, warmup))}
+    cfg = compose(["experiment=gh_depth", "budget=cpu", "variant=san_nonlocal", "depth=2", "seed=1"])
+    assert (cfg.dataset.split, cfg.dataset.train_per_class, cfg.train.weight_decay) == ("random", None, 5e-4)
+    (data,) = list(load(cfg.dataset, 1).eval_batches())
+    expected = random_split(data.y, "cora", 1, train_per_class=None, train_fraction=0.6, val_fraction=0.2,
+                            test_fraction=0.2)
+    for mask, want in zip((data.train_mask, data.val_mask, data.test_mask), expected, strict=True):
+        assert mask.equal(want)
+    assert [int(m.sum()) for m in expected] == [1625, 542, 541]
