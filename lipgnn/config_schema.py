@@ -227,7 +227,7 @@ class OgbConfig(ReorderMixin, DatasetConfig):
 # ---------------------------------------------------------------------------------------------- train
 @dataclass
 class TrainConfig:
-    epochs: int = number(200, ge=1, integer=True)
+    epochs: int = number(200, ge=0, integer=True)  # >= 1 for the training job kinds (lipgnn.runs)
     lr: float = number(0.005, gt=0.0)
     weight_decay: float = number(5.0e-4, ge=0.0)
     scheduler: str = choice("none", "none", "plateau")
@@ -297,9 +297,12 @@ class RootConfig:
     # A lookup table experiments interpolate from (fig5: Alon & Yahav's per-depth/per-model settings); the
     # values it selects land in the real keys, so it is not part of a run's identity.
     trees_protocol: Any = field(default=None, metadata={"nullable": True})
-    # Settings of the energy runner (lipgnn.diagnostics.runner; e.g. energy.features=raw|row), set by the
+    # Settings of the energy job kind (lipgnn.runs.kinds.energy; e.g. energy.features=raw|row), set by the
     # gh_energy experiment only.
     energy: Any = field(default=None, metadata={"nullable": True})
+    # The experiment's job kind (lipgnn.runs: training | energy | kim | gh_depth) and the kim kind's settings.
+    kind: str = text("training")
+    kim: Any = field(default=None, metadata={"nullable": True})
     model: Any = MISSING
     norm: Any = MISSING
     dataset: Any = MISSING

@@ -13,9 +13,10 @@ no declared grid: its records are listed by status.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from hydra import compose, initialize_config_dir
 
@@ -23,17 +24,80 @@ from hydra import compose, initialize_config_dir
 # for it, so this module reaches into hydra._internal for that one function.
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import DictConfig
+from hydra.errors import OverrideParseException
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from lipgnn.config import CONF_DIR, validate_launcher, validate_output_dir
 from lipgnn.config import compose as compose_config
+from lipgnn.errors import ConfigError
 
 
-def _sweep_overrides(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:
-    params = cfg.hydra.sweeper.get("params") or {}
-    given = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
-    # Command-line values win over the experiment's grid, as in Hydra's own multirun.
-    return [f"{k}={v}" for k, v in params.items() if k not in given] + list(overrides)
+def _axis(key: str, value: Any, where: str) -> str:
+    if not isinstance(key, str) or not key or isinstance(value, (Mapping, list, tuple, ListConfig, DictConfig)):
+        raise ConfigError(f"{where}: `{key}: {value}` is not an axis; write `key: value` or `key: v1,v2` "
+                          "(Hydra's sweep syntax, e.g. `seed: range(5)`)")
+    return f"{key}={str(value).lower() if isinstance(value, bool) else value}"
+
+
+def _sub_sweep(entry: Any, where: str) -> list[str]:
+    if not isinstance(entry, (Mapping, DictConfig)) or not entry:
+        raise ConfigError(f"{where} must be a mapping of axes like `{{seed: 3,4, depth: 30}}`, got {entry!r}")
+    return [_axis(key, value, where) for key, value in entry.items()]
+
+
+def sub_sweeps(params: Mapping[str, Any] | None, extra: Sequence[Any] | None = None,
+               arguments: Sequence[str] = ()) -> list[list[list[str]]]:
+    """The jobs of each sub-sweep of a grid, as override lists, in launch order: ``params`` (the main sweep) then
+    every entry of ``extra``, each crossed on its own with Hydra's BasicSweeper expansion.
+
+    ``arguments`` (the command line's overrides) follow each sub-sweep's axes, so a command-line value replaces
+    that axis in the main sweep and in every extra (BasicSweeper's own rule for ``params``), and a fixed
+    command-line value reaches every job. An extra's keys override the grid file's top-level values for its jobs
+    only (they are overrides of those jobs). A sub-sweep that is not a mapping of axes is a one-line ConfigError.
+    """
+    lines = [[_axis(key, value, "hydra.sweeper.params") for key, value in (params or {}).items()]]
+    if extra is not None and not isinstance(extra, (list, tuple, ListConfig)):
+        raise ConfigError(f"hydra.sweeper.extra must be a list of mappings of axes, got {extra!r}")
+    lines += [_sub_sweep(entry, f"hydra.sweeper.extra[{i}]") for i, entry in enumerate(extra or [])]
+    parser = OverridesParser.create()
+    out = []
+    for i, axes in enumerate(lines):
+        try:
+            parsed = parser.parse_overrides([*axes, *arguments])
+        except OverrideParseException as exc:
+            where = "hydra.sweeper.params" if i == 0 else f"hydra.sweeper.extra[{i - 1}]"
+            raise ConfigError(f"{where} or the command line: {' '.join(str(exc).split())}") from None
+        out.append([job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch])
+    return out
+
+
+def union(sweeps: Sequence[Sequence[Sequence[str]]]) -> list[list[str]]:
+    """The jobs of all sub-sweeps in order, each distinct job (the same set of overrides) once."""
+    seen: set[frozenset[str]] = set()
+    jobs = []
+    for sweep in sweeps:
+        for job in sweep:
+            key = frozenset(job)
+            if key not in seen:
+                seen.add(key)
+                jobs.append(list(job))
+    return jobs
+
+
+def grid_of(sweeper: Mapping[str, Any], budget: str | None) -> tuple[Mapping[str, Any] | None, Sequence[Any] | None]:
+    """The (params, extra) a sweeper node launches at ``budget``: the grid file's, else (at the sweeper's
+    ``design_budget``, the paper's) the experiment's ``design``."""
+    params, extra = sweeper.get("params"), sweeper.get("extra")
+    if not params and not extra and budget is not None and budget == sweeper.get("design_budget", "paper"):
+        return sweeper.get("design"), None
+    return params, extra
+
+
+def expand(sweeper: Mapping[str, Any], budget: str | None, arguments: Sequence[str] = ()) -> list[list[str]]:
+    """Every job of a multirun: the one expansion the lipgnn sweeper (``hydra_plugins/lipgnn_sweeper``),
+    ``sweep-status``, ``check_command_line`` and the results' grid reader share."""
+    params, extra = grid_of(sweeper, budget)
+    return union(sub_sweeps(params, extra, arguments))
 
 
 def sweep_jobs_from(overrides: Sequence[str]) -> tuple[list[list[str]], DictConfig]:
@@ -42,9 +106,8 @@ def sweep_jobs_from(overrides: Sequence[str]) -> tuple[list[list[str]], DictConf
     fixed = [o.input_line for o in parser.parse_overrides(list(overrides)) if not o.is_sweep_override()]
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         head = compose("config", overrides=fixed, return_hydra_config=True)
-    parsed = parser.parse_overrides(_sweep_overrides(head, list(overrides)))
-    jobs = [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
-    return jobs, head.hydra
+    budget = OmegaConf.select(head, "budget.name", default=None)
+    return expand(head.hydra.sweeper, budget, list(overrides)), head.hydra
 
 
 def check_command_line(argv: Sequence[str]) -> None:
@@ -126,8 +189,8 @@ def _resumable(results_dir: str | Path, experiment: str,
 
 
 def sweep_status(experiment: str, results_dir: str | Path, overrides: Sequence[str] = ()) -> SweepStatus:
-    from lipgnn.identity import run_id
     from lipgnn.results.store import read_record, record_paths
+    from lipgnn.runs import job_id  # each job's id by its kind (lipgnn.runs)
 
     present = {}
     for path in record_paths(results_dir, experiment):
@@ -136,7 +199,7 @@ def sweep_status(experiment: str, results_dir: str | Path, overrides: Sequence[s
             present[path.stem] = record.get("status", "failed")
     if not is_declared(experiment):
         return SweepStatus(rows=sorted(present.items()))
-    planned = {run_id(cfg): int(cfg.train.epochs) for cfg in expand_sweep(experiment, overrides)}
+    planned = {job_id(cfg): int(cfg.train.epochs) for cfg in expand_sweep(experiment, overrides)}
     rows = [(rid, present.get(rid, "missing")) for rid in planned]
     missing = {rid: planned[rid] for rid, state in rows if state == "missing"}
     resumable, invalid = _resumable(results_dir, experiment, missing)

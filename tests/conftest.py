@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from lipgnn.config import CONF_DIR
 
@@ -70,18 +70,28 @@ TINY_TREES = ["dataset=trees", "dataset.tree_depth=2", "dataset.num_trees=64", "
               "model.dropout=0", "model.attn_dropout=0", "log.progress=false"]
 
 
-def conf_without(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *grids: str) -> Path:
-    """Point the results' grid reader at a copy of conf/ without the grid files matching ``grids`` (globs under
-    conf/grid/), for tests whose hand-written records assume fewer declared sweeps than the project has."""
-    from lipgnn.results import grid
+def conf_with(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, grid: str, edit: Callable[[DictConfig], None]) -> Path:
+    """Point the results' grid reader at a copy of conf/ whose ``grid/<grid>.yaml`` is changed in place by ``edit``
+    (e.g. an extra sub-sweep removed), for tests whose hand-written records assume fewer declared runs than the
+    project's grid has."""
+    from lipgnn.results import grid as grid_reader
 
     conf = tmp_path / "conf"
     shutil.copytree(CONF_DIR, conf)
-    for pattern in grids:
-        for path in (conf / "grid").glob(pattern):
-            path.unlink()
-    monkeypatch.setattr(grid, "CONF_DIR", conf)
+    path = conf / "grid" / f"{grid}.yaml"
+    cfg = OmegaConf.load(path)
+    edit(cfg)
+    path.write_text("# @package _global_\n" + OmegaConf.to_yaml(cfg))
+    monkeypatch.setattr(grid_reader, "CONF_DIR", conf)
     return conf
+
+
+def pubmed_seed_0_only(grid: DictConfig, keep_extras: bool = True) -> None:
+    """fig6's grid with PubMed at seed 0 only (Cora keeps seeds 0-2)."""
+    main = grid.hydra.sweeper.params
+    pubmed = {**main, "dataset": "pubmed", "seed": 0}
+    main.dataset = "cora"
+    grid.hydra.sweeper.extra = [pubmed, *(grid.hydra.sweeper.extra if keep_extras else [])]
 
 
 def compose_cfg(overrides: Sequence[str] = ()) -> DictConfig:

@@ -8,7 +8,8 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import conf_without
+from conftest import conf_with
+from omegaconf import DictConfig
 
 from lipgnn.results.artifacts.lipschitznorm import fig4, fig5, fig5_legacy
 from lipgnn.results.engine import Loader
@@ -53,9 +54,9 @@ def write_fig5(results: Path) -> None:
 
 
 def seed_11_grid_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Point the grid reader at a copy of conf/ without the extra seeds' sweeps (fig5_cpu_seeds*.yaml): the records
-    these tests write are seed 11 only, which fig5_cpu.yaml alone declares in full."""
-    conf_without(monkeypatch, tmp_path, "fig5_cpu_seeds*.yaml")
+    """Point the grid reader at a copy of conf/ without fig5's extra seeds: the records these tests write are seed
+    11 only, which the main sweep alone declares in full."""
+    conf_with(monkeypatch, tmp_path, "fig5_cpu", lambda grid: grid.hydra.sweeper.pop("extra"))
 
 
 def test_fig5_selects_alpha_on_best_train_and_reports_stops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -121,11 +122,18 @@ def test_fig5_comparison_of_capped_runs_says_both_values_are_lower_bounds(tmp_pa
     assert "2/2 runs stopped at the pass cap (150 passes)" in claim.quote      # shown with the verdict in the index
 
 
+def without_extra_seeds_at_d3_d5(grid: DictConfig) -> None:
+    """fig5's grid with seeds 12 and 13 at tree depths 2 and 4 only."""
+    extra = grid.hydra.sweeper.extra
+    extra[0]["dataset.tree_depth"] = 2
+    grid.hydra.sweeper.extra = [e for e in extra if e["dataset.tree_depth"] != 5]
+
+
 def test_fig5_shows_the_verdict_at_every_fixed_alpha_beside_the_selected_one(tmp_path: Path,
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """α is chosen on the reported metric itself: the claim's label (the index row) gives each fixed α's verdict.
     Here α=5 beats GAT-Pn on every seed while α=1 and α=2 tie with it."""
-    conf_without(monkeypatch, tmp_path, "fig5_cpu_seeds_d5.yaml", "fig5_cpu_seeds_d3.yaml")
+    conf_with(monkeypatch, tmp_path, "fig5_cpu", without_extra_seeds_at_d3_d5)
     for seed, (pn, a1, a2, a5) in zip((11, 12, 13), ((0.30, 0.31, 0.29, 0.50), (0.32, 0.31, 0.33, 0.52),
                                                     (0.31, 0.30, 0.32, 0.55)), strict=True):
         write_record(tmp_path, trees_record("pairnorm", 4, pn, 500, 500, seed=seed))
@@ -196,10 +204,14 @@ def test_fig4_epoch_budgets_are_separate_series_never_pooled(tmp_path: Path) -> 
 
 
 def test_fig4_points_are_complete_by_what_their_depth_declares(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without conf/grid/fig4_cpu_1000_seeds_34_mid.yaml, seeds 3-4 are declared at 2 and 15 layers only
-    (fig4_cpu_1000_seeds_34.yaml): at 10 layers three seeds make a complete point, at 15 layers three seeds are
-    partial and its verdict is under budget."""
-    conf_without(monkeypatch, tmp_path / "without_mid", "fig4_cpu_1000_seeds_34_mid.yaml")
+    """With the 1000-epoch seeds 3-4 declared at 2 and 15 layers only: at 10 layers three seeds make a complete
+    point, at 15 layers three seeds are partial and its verdict is under budget."""
+
+    def seeds_34_at_2_and_15_only(grid: DictConfig) -> None:
+        long = grid.hydra.sweeper.extra[0]
+        grid.hydra.sweeper.extra = [{**long, "seed": "0,1,2"}, {**long, "seed": "3,4", "depth": "2,15"}]
+
+    conf_with(monkeypatch, tmp_path / "without_mid", "fig4_cpu", seeds_34_at_2_and_15_only)
     for norm in ("none", "lip"):
         for lr in (0.005, 0.001):
             for dropout in (0.6, 0.0):
@@ -225,24 +237,18 @@ def test_fig4_points_are_complete_by_what_their_depth_declares(tmp_path: Path, m
 
 def test_fig5_pass_caps_are_per_depth_so_its_sweep_declares_no_single_epoch_budget() -> None:
     """conf/grid/fig5_cpu.yaml sets train.epochs by interpolation (500 passes at d=4, 150 at d=5): a run at its
-    cap is not below a declared budget of 50000 (the experiment's default), which would call it under budget. The
-    extra seeds' sweeps (fig5_cpu_seeds*.yaml) are one depth each, so each declares that depth's cap."""
+    cap is not below a declared budget of 50000 (the experiment's default), which would call it under budget. Each
+    extra of seeds 12 and 13 runs under one cap, so each declares it."""
     import math
 
     from lipgnn.results.grid import declared_grid
 
     sweeps = {s.name: s.epochs for s in declared_grid("fig5", "cpu").sweeps}
-    assert set(sweeps) == {"fig5_cpu", "fig5_cpu_seeds", "fig5_cpu_seeds_d2", "fig5_cpu_seeds_d2_others",
-                           "fig5_cpu_seeds_d3", "fig5_cpu_seeds_d5"}
-    assert math.isnan(sweeps["fig5_cpu"])
-    assert sweeps["fig5_cpu_seeds"] == 500.0  # the extra seeds run at depth 4 only, under its cap
-    assert sweeps["fig5_cpu_seeds_d2"] == sweeps["fig5_cpu_seeds_d2_others"] == 50000.0  # depth 2, A&Y's cap
-    assert sweeps["fig5_cpu_seeds_d3"] == 50000.0  # at depth 3, under A&Y's cap
-    assert sweeps["fig5_cpu_seeds_d5"] == 150.0  # at depth 5, under its cap
-    assert {s.name: s.epochs for s in declared_grid("fig4", "cpu").sweeps} == {"fig4_cpu": 200.0,
-                                                                              "fig4_cpu_seeds": 200.0,
-                                                                              "fig4_cpu_seeds_34": 200.0,
-                                                                              "fig4_cpu_1000": 1000.0,
-                                                                              "fig4_cpu_1000_seed2": 1000.0,
-                                                                              "fig4_cpu_1000_seeds_34": 1000.0,
-                                                                              "fig4_cpu_1000_seeds_34_mid": 1000.0}
+    main = "grid/fig5_cpu.yaml"
+    assert list(sweeps) == [main, *(f"{main} extra[{i}]" for i in range(4))]
+    assert math.isnan(sweeps[main])  # one cap per depth: no single budget
+    assert sweeps[f"{main} extra[0]"] == sweeps[f"{main} extra[1]"] == 50000.0  # depths 2 and 3, A&Y's cap
+    assert sweeps[f"{main} extra[2]"] == 500.0  # the extra seeds at depth 4, under its cap
+    assert sweeps[f"{main} extra[3]"] == 150.0  # at depth 5, under its cap
+    assert {s.name: s.epochs for s in declared_grid("fig4", "cpu").sweeps} == {
+        "grid/fig4_cpu.yaml": 200.0, "grid/fig4_cpu.yaml extra[0]": 1000.0}

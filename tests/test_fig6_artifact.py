@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import conf_without
+from conftest import conf_with, pubmed_seed_0_only
 
 from lipgnn.results.artifacts.lipschitznorm import fig6
 from lipgnn.results.engine import Loader
@@ -33,9 +33,9 @@ def fig6_record(dataset: str, norm: str, depth: int, lr: float, seed: int, val: 
 
 
 def cora_seeds_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Point the grid reader at a copy of conf/ without PubMed's extra seeds (fig6_cpu_seeds_pubmed.yaml) and the
-    30-layer cells' (fig6_cpu_seeds_d30*.yaml)."""
-    conf_without(monkeypatch, tmp_path, "fig6_cpu_seeds_pubmed.yaml", "fig6_cpu_seeds_d30*.yaml")
+    """Point the grid reader at a copy of conf/ whose fig6 grid has PubMed at seed 0 only and no extra seeds for
+    the 30-layer cells."""
+    conf_with(monkeypatch, tmp_path, "fig6_cpu", lambda grid: pubmed_seed_0_only(grid, keep_extras=False))
 
 
 def test_fig6_points_are_partial_against_their_own_datasets_sweep(tmp_path: Path,

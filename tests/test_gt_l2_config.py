@@ -62,17 +62,16 @@ def test_lipschitz_command_exits_2_on_a_bad_config(capsys: pytest.CaptureFixture
 
 
 def test_default_score_keys_leave_run_ids_unchanged() -> None:
+    from lipgnn.config import compose
     from lipgnn.identity import run_id
-    from lipgnn.lipschitz.cli import compose
-    from lipgnn.train.run import run_id_for
 
     cfg = compose(["model=gt", "depth=2"])
-    with_keys = run_id_for(cfg)
+    with_keys = run_id(cfg)
     plain = OmegaConf.to_container(cfg, resolve=True)
     del plain["model"]["score"]
     del plain["model"]["tie_qk"]
     assert run_id(plain) == with_keys  # records made before the keys existed keep their ids
-    assert run_id_for(compose(["variant=gt_l2", "depth=2"])) != with_keys
+    assert run_id(compose(["variant=gt_l2", "depth=2"])) != with_keys
 
 
 def test_checkpoint_weights_load_and_mismatches_are_config_errors(tmp_path) -> None:

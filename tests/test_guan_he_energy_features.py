@@ -54,13 +54,13 @@ def test_feature_ratios_divide_each_row_cell_by_its_raw_cell() -> None:
 def test_without_row_records_the_block_says_how_to_run_it() -> None:
     c = gh_energy.cells(_frame({}))
     assert gh_energy.feature_ratios(c).empty
-    assert gh_energy.features_block(c).startswith("not run (`python -m lipgnn.diagnostics.runner")
+    assert gh_energy.features_block(c).startswith("not run (`python train.py -m experiment=gh_energy")
     assert "gh_energy-features" in gh_energy.report(_frame({}))
 
 
 def test_the_declared_ablation_is_row_features_on_cora_and_pubmed() -> None:
     sweeps = {s.name: s for s in declared_grid("gh_energy", "cpu").sweeps}
-    points = sweeps["gh_energy_cpu_features"].points
+    points = sweeps["grid/gh_energy_cpu.yaml extra[1]"].points
     assert len(points) == 90 and {p["energy.features"] for p in points} == {"row"}
     assert {p["dataset.name"] for p in points} == {"cora", "pubmed"} and {p["depth"] for p in points} == {2, 32, 256}
     assert {p["model.init"] for p in points} == {"xavier"} and {p["seed"] for p in points} == set(range(5))
@@ -102,11 +102,8 @@ def test_the_encoder_default_is_the_main_setting_and_keeps_committed_run_ids() -
 
     from omegaconf import OmegaConf
 
-    from lipgnn.diagnostics.runner import compose, energy_options
-    from lipgnn.identity import run_id
-
-    def run_id_for(cfg):
-        return run_id(cfg, energy=energy_options(cfg))
+    from lipgnn.config import compose
+    from lipgnn.runs import job_id as run_id_for
 
     root = Path(__file__).resolve().parents[1]
     assert OmegaConf.load(root / "conf" / "model" / "san.yaml").encoder_layers == gh_energy.MAIN["encoder"]

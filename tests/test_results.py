@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import conf_without
+from conftest import conf_with, pubmed_seed_0_only
 
 from lipgnn.errors import ConfigError
 from lipgnn.results import (
@@ -627,8 +627,8 @@ def test_titles_say_mean_and_std_only_when_a_point_has_several_seeds(tmp_path: P
 
 def test_a_figure_point_is_partial_against_its_declared_grid_not_the_fullest_point(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Fig. 6's cpu grids put 6 runs in each Cora and PubMed point (lr 0.005 and 0.001, seeds 0-2 with
-    fig6_cpu_seeds.yaml and fig6_cpu_seeds_pubmed.yaml), and without PubMed's seed grid 2 in each PubMed point:
+    """Fig. 6's cpu grid puts 6 runs in each Cora and PubMed point (lr 0.005 and 0.001, seeds 0-2), and with
+    PubMed at seed 0 only 2 in each PubMed point:
     with one run per point so far, every point is partial, although each is as full as the fullest."""
     from lipgnn.config import CONF_DIR
     from lipgnn.results.grid import declared_full
@@ -642,7 +642,7 @@ def test_a_figure_point_is_partial_against_its_declared_grid_not_the_fullest_poi
     assert full_grid_size(runs, keys) == 1
     assert declared_full(runs, "fig6", keys) == 6
     assert declared_full(runs.assign(dataset="pubmed"), "fig6", keys) == 6
-    conf_without(monkeypatch, tmp_path, "fig6_cpu_seeds_pubmed.yaml")  # each dataset counts its own sweeps
+    conf_with(monkeypatch, tmp_path, "fig6_cpu", pubmed_seed_0_only)  # each dataset counts its own sweeps
     assert declared_full(runs, "fig6", keys) == 6
     assert declared_full(runs.assign(dataset="pubmed"), "fig6", keys) == 2
     assert declared_full(runs.assign(experiment="adhoc"), "adhoc", keys) == 1  # no declared grid: the fullest
@@ -651,7 +651,7 @@ def test_a_figure_point_is_partial_against_its_declared_grid_not_the_fullest_poi
 def test_declared_sweeps_are_those_of_the_experiments_own_records_budgets(monkeypatch: pytest.MonkeyPatch) -> None:
     """The sweeps an artifact counts come from the budgets its own experiment's records ran under: another
     experiment's budget adds nothing, ``budgets=`` narrows them, and fig4 counts each epoch budget's sweeps apart
-    (200 epochs: lr x seeds 0-2; 1000 epochs: lr x dropout x seeds 0-2, seed 2 in its own sweep file)."""
+    (200 epochs: lr x seeds 0-4, the main sweep; 1000 epochs: lr x dropout x seeds 0-4, an extra)."""
     from lipgnn.config import CONF_DIR
     from lipgnn.results.artifacts.lipschitznorm.fig4 import declared_runs
     from lipgnn.results.grid import declared_sweeps, expected_runs
@@ -659,10 +659,9 @@ def test_declared_sweeps_are_those_of_the_experiments_own_records_budgets(monkey
     monkeypatch.setattr(grid, "CONF_DIR", Path(CONF_DIR))
     runs = pd.DataFrame([{"experiment": "fig4", "budget": "cpu"}, {"experiment": "fig6", "budget": "paper"}])
     names = [s.name for s in declared_sweeps(runs, "fig4")]
-    assert names == ["fig4_cpu", "fig4_cpu_1000", "fig4_cpu_1000_seed2", "fig4_cpu_1000_seeds_34",
-                     "fig4_cpu_1000_seeds_34_mid", "fig4_cpu_seeds", "fig4_cpu_seeds_34"]
+    assert names == ["grid/fig4_cpu.yaml", "grid/fig4_cpu.yaml extra[0]"]  # 200 epochs; the 1000-epoch extra
     assert declared_sweeps(runs, "fig4", budgets=("paper",)) == []
-    assert [s.name for s in declared_sweeps(runs, "fig6")] == ["fig6_paper"]
+    assert [s.name for s in declared_sweeps(runs, "fig6")] == ["experiment/fig6.yaml"]  # the paper's design
     assert declared_sweeps(runs.iloc[0:0], "fig4") == [] and expected_runs(runs.iloc[0:0], "fig4") is None
     # 200 epochs: lr x seeds 0-4; 1000 epochs: lr x dropout x seeds 0-4 at every depth
     assert expected_runs(runs, "fig4", variant="GAT-Lip", depth=15) == 2 * 5 + 2 * 2 * 5

@@ -15,7 +15,6 @@ milliseconds. ``lipgnn sweep-status`` composes the jobs and stays the reference 
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -24,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
 from lipgnn.config import CONF_DIR
 from lipgnn.identity import NEUTRAL, NON_IDENTITY_KEYS, get_dotted
 from lipgnn.results.records import IGNORED_CONFIG_KEYS
+from lipgnn.sweep import grid_of, sub_sweeps
 
 # Groups whose YAML is placed under its own name (the others in conf/ are ``@package _global_``).
 _PACKAGED_GROUPS = ("model", "norm", "dataset", "train", "logger", "budget")
@@ -37,14 +36,15 @@ _PACKAGED_GROUPS = ("model", "norm", "dataset", "train", "logger", "budget")
 
 @dataclass(frozen=True)
 class Sweep:
-    """One sweep file: its points and the epoch budget it declares."""
+    """One sub-sweep of a grid (its main sweep or one ``extra``): its points and the epoch budget it declares."""
 
-    name: str
+    name: str   # its file under conf/ (``grid/fig4_cpu.yaml``), and ``extra[<i>]`` for an extra sub-sweep
     epochs: float
     points: tuple[dict[str, Any], ...]
     # keys every point carries because the experiment or sweep file fixes them (not swept): a record that lacks
     # one (written before the key existed) is not checked on it
     fixed: frozenset[str] = frozenset()
+    file: str = ""  # the file under conf/ that declares it
 
 
 @dataclass(frozen=True)
@@ -117,27 +117,6 @@ def _fixed_values(path: Path) -> dict[str, Any]:
     return out
 
 
-def _values(key: str, text: str) -> list[str]:
-    (override,) = OverridesParser.create().parse_overrides([f"{key}={text}"])
-    if override.is_sweep_override():
-        return list(override.sweep_string_iterator())
-    return [override.get_value_element_as_str()]
-
-
-def _expand(conf_dir: Path, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-    axes = []
-    for key, text in params.items():
-        key = str(key).lstrip("+~")
-        options = []
-        for value in _values(key, str(text)):
-            if (conf_dir / key).is_dir():       # a config group: the keys its choice sets
-                options.append(_group_choice(conf_dir, key, value))
-            else:
-                options.append({key: _parse_scalar(value)})
-        axes.append(options)
-    return [{k: v for part in combo for k, v in part.items()} for combo in itertools.product(*axes)]
-
-
 def _parse_scalar(text: str) -> Any:
     lowered = text.strip().lower()
     if lowered in ("true", "false"):
@@ -147,6 +126,25 @@ def _parse_scalar(text: str) -> Any:
     except ValueError:
         return text
     return int(number) if number.is_integer() and "." not in text else number
+
+
+def _execution_key(key: str) -> bool:
+    """A key that says where or how a run executes (``train.checkpoint_every``), not what it computes."""
+    return all(any(key == k or key.startswith(f"{k}.") for k in keys) for keys in (IGNORED_CONFIG_KEYS,
+                                                                                   NON_IDENTITY_KEYS))
+
+
+def _point(conf_dir: Path, job: Iterable[str]) -> dict[str, Any]:
+    """The record-config keys one job's overrides set: a group choice's keys, else the value itself."""
+    out: dict[str, Any] = {}
+    for override in job:
+        key, _, value = override.partition("=")
+        key = key.lstrip("+~")
+        if (conf_dir / key).is_dir():       # a config group: the keys its choice sets
+            out.update(_group_choice(conf_dir, key, value))
+        elif not _execution_key(key):
+            out[key] = _parse_scalar(value)
+    return out
 
 
 def _default_epochs(conf_dir: Path, experiment: str) -> Any:
@@ -161,6 +159,30 @@ def _default_epochs(conf_dir: Path, experiment: str) -> Any:
     return None
 
 
+def _sweep_epochs(file_cfg: DictConfig | None, points: list[dict[str, Any]], default: Any) -> float:
+    """The epoch budget a sub-sweep declares: its own ``train.epochs`` (an extra's key), else the grid file's,
+    else the experiment's default. An interpolation (fig5: a per-depth pass cap) is resolved per point from the
+    file's values and the point's; a sub-sweep whose points resolve to different values, or that cannot be
+    resolved here, declares no single budget (NaN): no run of it is flagged for its epochs."""
+    values: set[Any] = {p["train.epochs"] for p in points if "train.epochs" in p}
+    if not values and file_cfg is not None and "epochs" in (OmegaConf.select(file_cfg, "train") or {}):
+        if not OmegaConf.is_interpolation(file_cfg.train, "epochs"):
+            values = {file_cfg.train.epochs}
+        else:
+            base = OmegaConf.masked_copy(file_cfg, [k for k in file_cfg if k not in ("hydra", "defaults")])
+            for point in points:
+                cfg = base.copy()
+                for key, value in point.items():
+                    OmegaConf.update(cfg, key, value, force_add=True)
+                values.add(OmegaConf.select(cfg, "train.epochs", default=None, throw_on_resolution_failure=False))
+    elif not values:
+        values = {default}
+    if len(values) != 1:
+        return math.nan
+    (epochs,) = values
+    return float(epochs) if isinstance(epochs, (int, float)) and not isinstance(epochs, bool) else math.nan
+
+
 def declared_grid(experiment: str, budget: str, conf_dir: Path | None = None) -> DeclaredGrid | None:
     """The declared sweeps of ``experiment`` at ``budget`` (under ``conf_dir``, default ``CONF_DIR``), or None
     when it declares none."""
@@ -169,35 +191,34 @@ def declared_grid(experiment: str, budget: str, conf_dir: Path | None = None) ->
 
 @cache
 def _declared_grid(experiment: str, budget: str, conf_dir: Path) -> DeclaredGrid | None:
-    folder = conf_dir / "grid"
-    files = sorted(p for p in folder.glob(f"{experiment}_{budget}*.yaml")
-                   if p.stem == f"{experiment}_{budget}" or p.stem.startswith(f"{experiment}_{budget}_"))
+    """The grid file ``grid/<experiment>_<budget>.yaml`` (else, at the paper's budget, the experiment's design),
+    expanded by :func:`lipgnn.sweep.sub_sweeps`, the lipgnn sweeper's own expansion: one :class:`Sweep` per
+    sub-sweep (the main sweep, then each ``extra``), its jobs mapped to points."""
+    experiment_file = conf_dir / "experiment" / f"{experiment}.yaml"
+    path = conf_dir / "grid" / f"{experiment}_{budget}.yaml"
+    source = path if path.exists() else experiment_file
+    if not source.exists():
+        return None
+    file_cfg = OmegaConf.load(source)
+    node = OmegaConf.select(file_cfg, "hydra.sweeper", default=None)
+    sweeper = OmegaConf.to_container(node, resolve=False) if node is not None else {}
+    params, extra = grid_of(sweeper, budget)
+    if not params and not extra:
+        return None
+    # Every job of a sweep has the values its experiment file and its grid file set outside the swept axes (the
+    # epoch budget among them): a record without them is not a job of this sweep.
+    fixed = {**_fixed_values(experiment_file), **(_fixed_values(path) if source == path else {})}
+    fixed = {k: v for k, v in fixed.items() if v is not _PER_JOB}
+    default = _default_epochs(conf_dir, experiment)
+    where = f"{source.parent.name}/{source.name}"
     sweeps = []
-    for path in files:
-        cfg = OmegaConf.load(path)
-        params = OmegaConf.select(cfg, "hydra.sweeper.params", default=None)
-        if not params:
-            continue
-        # An epoch count given as an interpolation (fig5: a per-depth pass cap) has no single value here:
-        # such a sweep declares no epoch budget, so no run of it is flagged for its epochs.
-        train = cfg.get("train") if isinstance(cfg.get("train"), DictConfig) else None
-        if train is not None and "epochs" in train and OmegaConf.is_interpolation(train, "epochs"):
-            epochs = math.nan   # unresolvable here (it reads keys of the composed run): no single budget
-        else:
-            epochs = OmegaConf.select(cfg, "train.epochs", default=None, throw_on_resolution_failure=False)
-        if epochs is not None and not isinstance(epochs, (int, float)):
-            epochs = math.nan
-        if epochs is None:
-            epochs = _default_epochs(conf_dir, experiment)
-        # Every job of the sweep has the values its experiment file and its sweep file set outside the swept
-        # axes (the epoch budget among them): a record without them is not a job of this sweep.
-        fixed = {**_fixed_values(conf_dir / "experiment" / f"{experiment}.yaml"), **_fixed_values(path)}
-        fixed = {k: v for k, v in fixed.items() if v is not _PER_JOB}
-        points = _expand(conf_dir, OmegaConf.to_container(params))
-        sweeps.append(Sweep(path.stem, float(epochs) if epochs is not None else math.nan,
+    for i, jobs in enumerate(sub_sweeps(params, extra)):
+        points = [_point(conf_dir, job) for job in jobs]
+        epochs = _sweep_epochs(file_cfg if source == path else None, points, default)
+        sweeps.append(Sweep(where if i == 0 else f"{where} extra[{i - 1}]", epochs,
                             tuple({**fixed, **point} for point in points),
-                            frozenset(fixed) - {k for point in points for k in point}))
-    return DeclaredGrid(experiment, budget, tuple(sweeps)) if sweeps else None
+                            frozenset(fixed) - {k for point in points for k in point}, where))
+    return DeclaredGrid(experiment, budget, tuple(sweeps))
 
 
 # ----------------------------------------------------------------------------------------- matching

@@ -114,7 +114,7 @@ def block_protocol(loader: Loader, paper: str = MAIN_PAPER) -> str:
         if not outside.empty:
             ids = ", ".join(f"`{r}`" for r in sorted(outside["run_id"])[:5]) + (", …" if len(outside) > 5 else "")
             notes.append(f"- `runs/{exp}/`: {len(outside)} record(s) outside the grid declared in "
-                         f"`conf/grid/{exp}_<budget>*.yaml`, left out of every cell and verdict: {ids}.")
+                         f"`conf/grid/{exp}_<budget>.yaml`, left out of every cell and verdict: {ids}.")
         rows.append([exp, s["records"], s["completed"], s["diverged"], s["failed"], s["budget"],
                      f"{s['epochs']} ({s['epochs_run']})", s["seeds"], s["selection"], s["hours"], commit_text])
     lines = md_table(header, rows)

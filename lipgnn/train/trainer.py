@@ -134,7 +134,7 @@ class Trainer:
         self.checkpoint_path = checkpoint_path
         self.desc = desc
         self.checkpoint_extra = checkpoint_extra
-        # The checkpoint's state when the caller has loaded it already (lipgnn.train.run validates it before
+        # The checkpoint's state when the caller has loaded it already (lipgnn.runs.layer validates it before
         # training); else fit() loads checkpoint_path itself.
         self.resume_state = resume_state
         self.graphed: GraphedStep | None = None  # train.cuda_graphs: set up by fit()

@@ -1,6 +1,6 @@
 """Fig. 4 (§7.1): test accuracy vs depth on PubMed with 100% missing vectors, GAT vs GAT-Lip.
 
-Runs of different epoch budgets (``train.epochs``: the cpu grid's 200, the extra sweep ``fig4_cpu_1000``'s
+Runs of different epoch budgets (``train.epochs``: the cpu grid's 200, its extra sweep's
 1000, the paper's) are separate series and separate rows, labelled with their budget, never pooled: a
 configuration of one budget is never selected against one of another. A point is partial against the runs its
 own sweep declares (``lipgnn.results.grid``).
@@ -53,7 +53,8 @@ def budget_label(epochs: float) -> str:
 
 
 def declared_budgets(df: pd.DataFrame) -> list[tuple[float, str, int]]:
-    """(epoch budget, sweep file name, runs) of every fig4 sweep declared at the budgets of the records in ``df``."""
+    """(epoch budget, sweep, runs) of every fig4 sweep (a grid file's main sweep or one of its extras, named by
+    :class:`lipgnn.results.grid.Sweep`) declared at the budgets of the records in ``df``."""
     out = [(float(s.epochs), s.name, len(s.points)) for s in declared_sweeps(df, "fig4")]
     return sorted(set(out))
 
@@ -188,7 +189,7 @@ def _block(df: pd.DataFrame) -> tuple[str, list[Finding]]:
         lines += _budget_block(df, runs[runs["epochs"] == epochs], epochs, found)
     for epochs, sweep, total in declared_budgets(df):
         if epochs not in epoch_budgets(runs):
-            lines += [f"*{budget_label(epochs)}*: no records yet; `conf/grid/{sweep}.yaml` declares {total} runs "
+            lines += [f"*{budget_label(epochs)}*: no records yet; `conf/{sweep}` declares {total} runs "
                       f"({', '.join(VARIANTS)}).", ""]
     summary = ["**Summary (generated from the records).** " + by_verdict(found, "PubMed 100%, ") + ".", ""]
     lines = lines[:4] + summary + lines[4:]
