@@ -232,15 +232,16 @@ def _completed(cfg: Any, schema: type | str | None, group: str, prefix: str) -> 
 
 
 # ---------------------------------------------------------------------------------------------- rules
-def validate(cfg: DictConfig) -> None:
-    """Raise :class:`ConfigError` on the first invalid value of the composed config."""
+def validate(cfg: DictConfig) -> Any:
+    """Raise :class:`ConfigError` on the first invalid value of the composed config; return the config as the
+    schema's dataclasses (:func:`typed`: the conversion the run layer passes down to the data, model and trainer)."""
     try:
         validate_fields(cfg)
     except OmegaConfBaseException as exc:  # an interpolation that does not resolve
         raise ConfigError(format_error(exc)) from None
     _validate_device(str(cfg.device))
-    model, norm = typed(cfg.model, "model"), typed(cfg.norm, "norm")
-    train, dataset = typed(cfg.train, "train"), typed(cfg.dataset, "dataset")
+    settings = typed(cfg)
+    model, norm, train, dataset = settings.model, settings.norm, settings.train, settings.dataset
     if train.cuda_graphs:
         _validate_cuda_graphs(cfg, model, train)
     check_model(model, norm)
@@ -253,6 +254,7 @@ def validate(cfg: DictConfig) -> None:
                  f"dataset.train_fraction + val_fraction + test_fraction = {total:g} exceeds 1; lower them")
     if dataset.kind == "pyg":
         _require(bool(dataset.cls), "dataset.cls is empty: name a torch_geometric.datasets class, e.g. Coauthor")
+    return settings
 
 
 def check_model(model: Any, norm: Any) -> None:

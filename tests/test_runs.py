@@ -182,3 +182,46 @@ def test_gh_depth_jobs_train_on_the_data_layers_random_split_with_their_variants
     for mask, want in zip((data.train_mask, data.val_mask, data.test_mask), expected, strict=True):
         assert mask.equal(want)
     assert [int(m.sum()) for m in expected] == [1625, 542, 541]
+
+
+def test_the_layer_converts_the_config_once_and_passes_the_types_down(tmp_path: Path, data_root: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The data, the model and the trainer are built from the schema's dataclasses that the run layer made once
+    (:func:`lipgnn.config.typed`), not from the untyped node."""
+    import dataclasses
+
+    import lipgnn.config
+    import lipgnn.data
+    import lipgnn.models
+    import lipgnn.train.trainer
+
+    seen: dict[str, Any] = {}
+    conversions = []
+    typed, load, build = lipgnn.config.typed, lipgnn.data.load, lipgnn.models.build_model
+    init = lipgnn.train.trainer.Trainer.__init__
+
+    def count(cfg: Any, *args: Any, **kwargs: Any) -> Any:
+        if not dataclasses.is_dataclass(cfg):
+            conversions.append(cfg)
+        return typed(cfg, *args, **kwargs)
+
+    def spy(name: str, fn: Any) -> Any:
+        def wrapped(first: Any, *args: Any, **kwargs: Any) -> Any:
+            seen[name] = first
+            return fn(first, *args, **kwargs)
+        return wrapped
+
+    def trainer_init(self: Any, train_cfg: Any, *args: Any, **kwargs: Any) -> None:
+        seen["trainer"] = train_cfg
+        init(self, train_cfg, *args, **kwargs)
+
+    cfg = compose(["model=gcn", "train.epochs=1", f"results_dir={tmp_path}", "log.progress=false"])
+    monkeypatch.setattr(lipgnn.config, "typed", count)
+    monkeypatch.setattr(lipgnn.data, "load", spy("load", load))
+    monkeypatch.setattr(lipgnn.models, "build_model", spy("model", build))
+    monkeypatch.setattr(lipgnn.train.trainer.Trainer, "__init__", trainer_init)
+    record = run(cfg)
+    assert record["status"] == "completed"
+    assert {name: type(value).__name__ for name, value in seen.items()} == {
+        "load": "PlanetoidConfig", "model": "ModelConfig", "trainer": "TrainConfig"}
+    assert len(conversions) == 1

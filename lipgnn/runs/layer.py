@@ -121,7 +121,7 @@ def run(cfg: DictConfig, *, progress: bool | None = None, parallel_jobs: int = 1
     from lipgnn.results.store import lock_file, run_record_path
 
     kind = job_kind(cfg)
-    validate(cfg)
+    settings = validate(cfg)
     kind.validate(cfg)
     run_id = kind.run_id(cfg)
     record_path = run_record_path(cfg.results_dir, str(cfg.experiment_name), run_id)
@@ -143,7 +143,7 @@ def run(cfg: DictConfig, *, progress: bool | None = None, parallel_jobs: int = 1
         kept = pending.take(cfg, run_id)
         if kept is not None and not cfg.overwrite:
             return _write(kind, cfg, kept, checkpoint_path(cfg, run_id), kept_from=kept.pop("_kept_at"))
-        return _run_locked(kind, cfg, run_id, progress, parallel_jobs)
+        return _run_locked(kind, cfg, settings, run_id, progress, parallel_jobs)
     finally:
         lock.release()
 
@@ -159,7 +159,7 @@ def _finished(record_path: Path) -> dict[str, Any] | None:
     return None
 
 
-def _run_locked(kind: JobKind, cfg: DictConfig, run_id: str, progress: bool | None,
+def _run_locked(kind: JobKind, cfg: DictConfig, settings: Any, run_id: str, progress: bool | None,
                 parallel_jobs: int) -> dict[str, Any]:
     from lipgnn.results.store import SCHEMA_VERSION, write_failure_record
 
@@ -174,7 +174,8 @@ def _run_locked(kind: JobKind, cfg: DictConfig, run_id: str, progress: bool | No
     }
     if discarded is not None:
         base["checkpoint_discarded"] = discarded
-    job = Job(cfg=cfg, run_id=run_id, base=base, started=time.time() - earlier, threads=threads, progress=progress,
+    job = Job(cfg=cfg, settings=settings, run_id=run_id, base=base, started=time.time() - earlier, threads=threads,
+              progress=progress,
               checkpoint=ckpt_path, resume_state=resume_state)
     torch.set_num_threads(threads)
     try:

@@ -30,6 +30,9 @@ class Job:
     """One job as the run layer hands it to its kind's :meth:`JobKind.compute`."""
 
     cfg: DictConfig
+    #: ``cfg`` as the schema's dataclasses (:func:`lipgnn.config.typed`), converted once by the run layer: what the
+    #: data, model and trainer are built from
+    settings: Any
     run_id: str
     base: dict[str, Any]  # the record's common fields (schema, run_id, experiment, config, seed, provenance)
     started: float  # time.time() at the start of the job (minus the wall time of resumed segments)

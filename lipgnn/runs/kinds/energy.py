@@ -57,16 +57,20 @@ def energy_options(cfg: DictConfig) -> dict[str, Any]:
     return options
 
 
-def load_graph(cfg: DictConfig) -> tuple[Any, Any]:
-    """``(data, spec)``: the dataset's full graph (``x``, ``edge_index``) and its DataSpec."""
+def load_graph(cfg: DictConfig, settings: Any = None) -> tuple[Any, Any]:
+    """``(data, spec)``: the dataset's full graph (``x``, ``edge_index``) and its DataSpec (``settings``: ``cfg`` as
+    :func:`lipgnn.config.typed` gives it, when the caller has it)."""
+    from lipgnn.config import typed
     from lipgnn.data import load
 
-    task = load(cfg.dataset, int(cfg.seed))
+    task = load((settings or typed(cfg)).dataset, int(cfg.seed))
     return next(iter(task.eval_batches())), task.spec
 
 
-def build_untrained(cfg: DictConfig, data: Any = None, spec: Any = None) -> tuple[torch.nn.Module, Any]:
-    """``(model, data)`` as a training run of ``cfg`` would start: seed, load, re-seed, build; eval mode."""
+def build_untrained(cfg: DictConfig, data: Any = None, spec: Any = None,
+                    settings: Any = None) -> tuple[torch.nn.Module, Any]:
+    """``(model, data)`` as a training run of ``cfg`` would start: seed, load, re-seed, build; eval mode
+    (``settings``: ``cfg`` as :func:`lipgnn.config.typed` gives it, when the caller has it)."""
     from torch_geometric import seed_everything
     from torch_geometric.transforms import NormalizeFeatures
 
@@ -74,14 +78,15 @@ def build_untrained(cfg: DictConfig, data: Any = None, spec: Any = None) -> tupl
     from lipgnn.models import build_model
 
     options = energy_options(cfg)
-    validate(cfg)
+    if settings is None:  # a caller outside the run layer (which has validated and converted it)
+        settings = validate(cfg)
     seed_everything(int(cfg.seed))
     if data is None:
-        data, spec = load_graph(cfg)
+        data, spec = load_graph(cfg, settings)
     if options["features"] == "row":
         data = NormalizeFeatures()(data.clone())
     seed_everything(int(cfg.seed))
-    model = build_model(cfg.model, cfg.norm, spec, int(cfg.depth))
+    model = build_model(settings.model, settings.norm, spec, int(cfg.depth))
     return model.eval(), data
 
 
@@ -109,10 +114,10 @@ class Energy(JobKind):
         key = json.dumps([OmegaConf.to_container(cfg.dataset, resolve=True), energy_options(cfg)], sort_keys=True)
         if key not in _GRAPH:
             _GRAPH.clear()
-            data, spec = load_graph(cfg)
+            data, spec = load_graph(cfg, job.settings)
             _GRAPH[key] = (data, spec, GraphMeasure(data.edge_index, int(data.num_nodes)))
         data, spec, graph = _GRAPH[key]
-        model, data = build_untrained(cfg, data, spec)
+        model, data = build_untrained(cfg, data, spec, job.settings)
         profile = energy_profile(model, data, graph, dirichlet_every_layer=False)
         width = profile.pop("width")
         final = profile["laplacian"][-1]

@@ -8,13 +8,14 @@ ran (device, implementation, threads). ``log.energy`` / ``log.diagnose`` add the
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from lipgnn.errors import ConfigError
 from lipgnn.provenance import loaded_commit
@@ -79,15 +80,16 @@ def train(job: Job, after_fit: AfterFit | None = None) -> dict[str, Any]:
     # (lipgnn.train.gc_pause). The data and the model stay out of the frozen set, so that a sweep's later
     # jobs can collect this job's cycles.
     gc_pause.resume()
-    task = load(cfg.dataset, int(cfg.seed))
+    settings = job.settings
+    task = load(settings.dataset, int(cfg.seed))
     # Re-seed: loading may or may not draw random numbers (a cache hit draws none), and the model's
     # initialisation must not depend on which path the data took.
     seed_everything(int(cfg.seed))
-    model_cfg = cfg.model
-    if cfg.train.get("cuda_graphs", False) and str(cfg.model.impl) == "auto":
+    model_cfg = settings.model
+    if settings.train.cuda_graphs and model_cfg.impl == "auto":
         # A captured step needs the fused layers (PyG's ask the host for sizes), whatever auto would pick.
-        model_cfg = OmegaConf.merge(cfg.model, {"impl": "fused"})
-    model = build_model(model_cfg, cfg.norm, task.spec, int(cfg.depth), device=device).to(device)
+        model_cfg = dataclasses.replace(model_cfg, impl="fused")
+    model = build_model(model_cfg, settings.norm, task.spec, int(cfg.depth), device=device).to(device)
     # The record names the implementation that ran (model.impl=auto resolves by device; not part of the
     # run's identity, since both are tested equal).
     job.base["config"]["model"]["impl"] = resolve_impl(str(model_cfg.impl), str(cfg.model.name), device,
@@ -96,7 +98,7 @@ def train(job: Job, after_fit: AfterFit | None = None) -> dict[str, Any]:
     logger = make_logger(cfg, run_id)
     started = job.started
     trainer = Trainer(
-        cfg.train, device=device, seed=int(cfg.seed), logger=logger,
+        settings.train, device=device, seed=int(cfg.seed), logger=logger,
         grad_norms=bool(cfg.log.grad_norms),
         progress=bool(cfg.log.progress) if job.progress is None else job.progress,
         checkpoint_path=job.checkpoint if cfg.train.checkpoint_every else None, resume_state=job.resume_state,
