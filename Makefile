@@ -54,8 +54,8 @@ sweep-status: install  ## done / diverged / failed / missing / outside-the-grid 
 summarize: install  ## mean ± std per configuration + per-run curves of any results folder: make summarize RESULTS=outputs
 	$(VENV)/bin/lipgnn summarize $(RESULTS)
 
-bench: install  ## deep-attention speed/memory benchmark -> results/bench/summary.csv
-	$(PY) -m lipgnn.bench --threads 1 --out $(RESULTS)/bench
+bench: install  ## deep-attention speed/memory benchmark -> results/bench/summary.csv; a device probe instead: make bench ARGS="--probe determinism|launches|cuda-graph --device cuda"
+	$(PY) -m lipgnn.bench --threads 1 --out $(RESULTS)/bench $(ARGS)
 
 bench-tiny: install
 	$(PY) -m lipgnn.bench --tiny --threads 1 --out /tmp/lipgnn-bench-tiny

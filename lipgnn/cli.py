@@ -27,7 +27,7 @@ def _parallel_jobs() -> int:
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def _hydra_train(cfg: DictConfig) -> float | None:
     gc_pause.pause()  # through the heavy imports, until the run's data loads (lipgnn.train.gc_pause)
-    from lipgnn.train.run import run
+    from lipgnn.runs import run
 
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     try:
@@ -46,14 +46,12 @@ def _hydra_train(cfg: DictConfig) -> float | None:
 
 def where(overrides: list[str]) -> str:
     """Where ``train.py <overrides>`` would write and read: its record, its checkpoint, the data root and cache."""
-    from omegaconf import OmegaConf
-
     from lipgnn.config import compose
-    from lipgnn.identity import run_id
     from lipgnn.results.store import checkpoint_file, run_record_path
+    from lipgnn.runs import job_id
 
     cfg = compose(overrides)
-    rid = run_id(OmegaConf.to_container(cfg, resolve=True))
+    rid = job_id(cfg)
     rows = {"run id": rid, "record": str(run_record_path(str(cfg.results_dir), str(cfg.experiment_name), rid)),
             "checkpoint": str(checkpoint_file(str(cfg.results_dir), str(cfg.experiment_name), rid)),
             "data root": f"{cfg.dataset.root}  (dataset.root; default $LIPGNN_DATA, else ./data)",

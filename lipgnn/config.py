@@ -8,24 +8,39 @@ to fix it, raised before anything is written.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import re
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from lipgnn.config_schema import ATTENTION_MODELS, CUDA_GRAPH_MODELS, MODELS, NORMS, keyword_fields, register
+from lipgnn.config_schema import (
+    ATTENTION_MODELS,
+    CUDA_GRAPH_MODELS,
+    FUSED_MODELS,
+    GROUP_SCHEMAS,
+    MODELS,
+    NONLOCAL_MODELS,
+    NORMS,
+    SCHEMAS,
+    config_key,
+    node,
+    register,
+    schema_fields,
+)
 from lipgnn.errors import ConfigError
 
 # An absolute path: Hydra would otherwise look for a Python package named "conf" (editable install = repo root).
 CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
 
-__all__ = ["ATTENTION_MODELS", "CONF_DIR", "MODELS", "NORMS", "compose", "format_error", "validate"]
+__all__ = ["ATTENTION_MODELS", "CONF_DIR", "MODELS", "NORMS", "check_model", "compose", "format_error", "typed",
+           "validate"]
 
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 
@@ -85,9 +100,7 @@ def _schema_fields(node: DictConfig) -> dict[str, Any]:
     schema = OmegaConf.get_type(node)
     if schema is None or not dataclasses.is_dataclass(schema):
         return {}
-    fields = {f.name: f for f in dataclasses.fields(schema)}
-    fields.update(keyword_fields(schema))
-    return fields
+    return schema_fields(schema)
 
 
 def validate_fields(cfg: DictConfig, prefix: str = "") -> None:
@@ -115,17 +128,138 @@ def validate_fields(cfg: DictConfig, prefix: str = "") -> None:
             validate_fields(cfg[key], f"{prefix}{key}.")
 
 
+# ---------------------------------------------------------------------------------------------- typed
+#: group -> its one schema, for the groups whose options share it (``train``; ``""``: the root).
+_SINGLE_SCHEMAS: dict[str, type] = {group: schema for (group, _), schema in SCHEMAS.items()
+                                    if group not in GROUP_SCHEMAS and group not in ("logger", "budget")}
+_GROUP_OF: dict[type, str] = {schema: group for (group, _), schema in SCHEMAS.items()}
+
+
+def typed(cfg: Any, schema: type | str | None = None) -> Any:
+    """``cfg`` as its schema's dataclass (:mod:`lipgnn.config_schema`), every field checked by the schema's
+    rules: the one conversion the consumers (models, data, trainer) read their config through, so a key they
+    read has its default in one place, the schema.
+
+    ``cfg`` is a composed config node (its schema is its own: ``OmegaConf.to_object``) or, for a caller without
+    one (a test, the benchmark), a plain mapping, a namespace or a YAML file read directly; that is completed
+    from ``schema`` (a schema class, or a group name: ``model`` and ``norm`` pick the schema by ``name``,
+    ``dataset`` by ``kind``) and checked the same way: a key of another option of the group (``alpha`` with
+    ``norm=none``) is dropped, a key no option has is an error. A dataclass is returned as it is. The key
+    ``nonlocal`` becomes the field ``nonlocal_`` (:func:`lipgnn.config_schema.config_key`). Raises
+    :class:`ConfigError` (one line).
+    """
+    if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
+        return cfg
+    if isinstance(schema, str):
+        group = schema
+    else:  # the group whose schema it is, for the keys' names in messages
+        group = _GROUP_OF.get(schema or (OmegaConf.get_type(cfg) if isinstance(cfg, DictConfig) else None), "")
+    prefix = f"{group}." if group else ""
+    try:
+        node_ = cfg if _is_structured(cfg) else _completed(cfg, schema, group, prefix)
+        validate_fields(node_, prefix)
+        obj = _as_dataclass(node_)
+    except OmegaConfBaseException as exc:  # a value of the wrong type, an interpolation that does not resolve
+        key = getattr(exc, "full_key", None)
+        raise ConfigError(f"{prefix}{key}: {format_error(exc)}" if key else format_error(exc)) from None
+    _require(not isinstance(schema, type) or isinstance(obj, schema),
+             f"{group or 'the config'} is a {type(obj).__name__}, not a {getattr(schema, '__name__', schema)}")
+    return obj
+
+
+def _is_structured(cfg: Any) -> bool:
+    return isinstance(cfg, DictConfig) and dataclasses.is_dataclass(OmegaConf.get_type(cfg))
+
+
+def _as_dataclass(cfg: DictConfig) -> Any:
+    """A composed (already validated) node as its dataclass, keys renamed to their fields; a root's ``hydra``
+    node (``compose(..., hydra=True)``) is Hydra's, left out."""
+    if "hydra" in cfg and OmegaConf.get_type(cfg) is SCHEMAS[("", "config_schema")]:
+        cfg = copy.copy(cfg)
+        with open_dict(cfg):
+            del cfg["hydra"]
+    obj = OmegaConf.to_object(cfg)
+    _rename_keys(obj)
+    return obj
+
+
+def _rename_keys(obj: Any) -> None:
+    """``to_object`` sets a key that is not a field (``nonlocal``) as a plain attribute: move it to its field."""
+    if not dataclasses.is_dataclass(obj):
+        return
+    extra = vars(obj)
+    for spec in dataclasses.fields(obj):
+        key = config_key(spec)
+        if key != spec.name and key in extra:
+            setattr(obj, spec.name, extra.pop(key))
+        _rename_keys(getattr(obj, spec.name))
+
+
+def _completed(cfg: Any, schema: type | str | None, group: str, prefix: str) -> DictConfig:
+    """A mapping, namespace or untyped node merged onto its schema's stored node (:func:`lipgnn.config_schema.node`)."""
+    if isinstance(cfg, DictConfig):
+        values = OmegaConf.to_container(cfg)
+    elif isinstance(cfg, Mapping):
+        values = dict(cfg)
+    else:
+        values = dict(vars(cfg))
+    assert isinstance(values, dict)
+    values.pop("defaults", None)  # Hydra's defaults list of a conf/ YAML file read directly, not a key
+    siblings: set[str] = set()  # keys of the group's other options: one mapping may serve every norm
+    if isinstance(schema, type):
+        cls = schema
+    elif group in GROUP_SCHEMAS:
+        key, options = GROUP_SCHEMAS[group]
+        option = values.get(key)
+        _require(option is not None, f"{prefix}{key} is not set; give {prefix}{key}=<value>")
+        _require(option in options, f"{prefix}{key}={option!r} is unknown; use one of: {', '.join(options)}")
+        cls = options[option]
+        siblings = {k for other in options.values() for k in schema_fields(other)}
+    elif group in _SINGLE_SCHEMAS:
+        cls = _SINGLE_SCHEMAS[group]
+    else:
+        raise ConfigError(f"no schema for the config group {group or '(root)'!r}; pass a schema class")
+    base = node(cls)
+    values = {k: v for k, v in values.items() if k in base.keys() or k not in siblings}
+    unknown = [str(k) for k in values if k not in base.keys()]
+    _require(not unknown, f"{prefix}{unknown[0] if unknown else ''} is not a config key (valid keys under "
+             f"{group or 'the top level'}: {', '.join(map(str, base.keys()))})")
+    merged = OmegaConf.merge(base, values)
+    assert isinstance(merged, DictConfig)
+    if group:  # under its group, so that a file's own interpolations resolve (pyg.yaml: name: ${dataset.cls})
+        merged = OmegaConf.create({group: merged})[group]
+    return merged
+
+
 # ---------------------------------------------------------------------------------------------- rules
-def validate(cfg: DictConfig) -> None:
-    """Raise :class:`ConfigError` on the first invalid value of the composed config."""
+def validate(cfg: DictConfig) -> Any:
+    """Raise :class:`ConfigError` on the first invalid value of the composed config; return the config as the
+    schema's dataclasses (:func:`typed`: the conversion the run layer passes down to the data, model and trainer)."""
     try:
         validate_fields(cfg)
     except OmegaConfBaseException as exc:  # an interpolation that does not resolve
         raise ConfigError(format_error(exc)) from None
     _validate_device(str(cfg.device))
-    model, norm, dataset = cfg.model, cfg.norm, cfg.dataset
-    if cfg.train.get("cuda_graphs", False):
-        _validate_cuda_graphs(cfg)
+    settings = typed(cfg)
+    model, norm, train, dataset = settings.model, settings.norm, settings.train, settings.dataset
+    if train.cuda_graphs:
+        _validate_cuda_graphs(cfg, model, train)
+    check_model(model, norm)
+    _require(train.warmup_epochs == 0 or train.scheduler == "none",
+             f"train.warmup_epochs={train.warmup_epochs} sets the learning rate itself; use it with "
+             "train.scheduler=none")
+    if getattr(dataset, "split", None) == "random" and dataset.train_per_class is None:
+        total = dataset.train_fraction + dataset.val_fraction + dataset.test_fraction
+        _require(total <= 1.0 + 1e-9,
+                 f"dataset.train_fraction + val_fraction + test_fraction = {total:g} exceeds 1; lower them")
+    if dataset.kind == "pyg":
+        _require(bool(dataset.cls), "dataset.cls is empty: name a torch_geometric.datasets class, e.g. Coauthor")
+    return settings
+
+
+def check_model(model: Any, norm: Any) -> None:
+    """The rules that join model and norm keys (ranges and choices live in the schema): :func:`validate` and
+    :func:`lipgnn.models.build_model` both apply them to the typed configs (:func:`typed`)."""
     _require(norm.name != "lip" or model.name in ATTENTION_MODELS,
              f"norm=lip needs an attention model ({', '.join(ATTENTION_MODELS)}); "
              f"model={model.name} has no attention scores to normalize (use norm=none|pairnorm|layernorm)")
@@ -133,24 +267,17 @@ def validate(cfg: DictConfig) -> None:
         _require(model.hidden % model.heads == 0,
                  f"model.hidden={model.hidden} is not divisible by model.heads={model.heads} "
                  "(concat splits the width over heads); change one of them or use head_aggregation=mean")
+    _require(model.impl != "fused" or model.name in FUSED_MODELS,
+             f"model.impl=fused exists only for {', '.join(FUSED_MODELS)}; use model.impl=pyg for model={model.name}")
     _validate_block_options(model, norm)
     _validate_score(model, norm)
-    warmup = cfg.train.get("warmup_epochs", 0)
-    _require(warmup == 0 or cfg.train.scheduler == "none",
-             f"train.warmup_epochs={warmup} sets the learning rate itself; use it with train.scheduler=none")
-    if dataset.get("split") == "random" and dataset.get("train_per_class") is None:
-        total = dataset.train_fraction + dataset.val_fraction + dataset.test_fraction
-        _require(total <= 1.0 + 1e-9,
-                 f"dataset.train_fraction + val_fraction + test_fraction = {total:g} exceeds 1; lower them")
-    if dataset.kind == "pyg":
-        _require(bool(dataset.cls), "dataset.cls is empty: name a torch_geometric.datasets class, e.g. Coauthor")
 
 
-def _validate_block_options(model: DictConfig, norm: DictConfig) -> None:
+def _validate_block_options(model: Any, norm: Any) -> None:
     """Cross-key rules of Guan & He's keys (``model.nonlocal``, model=san); ranges live in the schema."""
-    if model.get("nonlocal", False):
-        _require(model.name in ATTENTION_MODELS,
-                 f"model.nonlocal=true needs an attention model ({', '.join(ATTENTION_MODELS)}), "
+    if model.nonlocal_:
+        _require(model.name in NONLOCAL_MODELS,
+                 f"model.nonlocal=true needs an attention model ({', '.join(NONLOCAL_MODELS)}), "
                  f"not model={model.name}")
         _require(model.head_aggregation == "concat",
                  "model.nonlocal=true scales each head separately; use model.head_aggregation=concat")
@@ -158,17 +285,17 @@ def _validate_block_options(model: DictConfig, norm: DictConfig) -> None:
         _require(norm.name in ("none", "lip"),
                  f"norm={norm.name} does not apply to model=san (its LayerNorm is model.layer_norm); use norm=none|lip")
         _require(model.head_aggregation == "concat",
-                 "model=san concatenates its heads; use model.head_aggregation=concat")
-        _require(str(norm.get("layernorm", "none")) == "none",
+                 "model=san concatenates its heads (MP = (P_1 X V_1 || ... || P_h X V_h) W); "
+                 "use model.head_aggregation=concat")
+        _require(getattr(norm, "layernorm", "none") == "none",
                  "norm.layernorm adds a LayerNorm to the GAT/GT block; model=san has its own (model.layer_norm): "
                  "use norm.layernorm=none")
 
 
-def _validate_score(model: DictConfig, norm: DictConfig) -> None:
+def _validate_score(model: Any, norm: Any) -> None:
     """``model.score`` (dot | l2) and ``model.tie_qk``: GT only; l2 not with norm=lip. Both implementations
     (``model.impl=pyg|fused``) compute them, tested equal."""
     score, tie_qk = model.score, model.tie_qk
-    _require(score in ("dot", "l2"), f"model.score={score!r} is unknown; use dot or l2")
     if score == "dot" and not tie_qk:
         return
     _require(model.name == "gt", f"model.score={score} / model.tie_qk={tie_qk} apply to model=gt only, "
@@ -191,11 +318,11 @@ def _validate_device(device: str) -> None:
                      f"device={device} but only {torch.cuda.device_count()} CUDA device(s) exist")
 
 
-def _validate_cuda_graphs(cfg: DictConfig) -> None:
+def _validate_cuda_graphs(cfg: DictConfig, model: Any, train: Any) -> None:
     """``train.cuda_graphs=true`` captures the fused full-batch step on a GPU (lipgnn/train/cuda_graph.py)."""
     import torch
 
-    device, model, train = str(cfg.device), cfg.model, cfg.train
+    device = str(cfg.device)
     _require(model.name in CUDA_GRAPH_MODELS,
              f"train.cuda_graphs=true captures the fused layers ({', '.join(CUDA_GRAPH_MODELS)}), not "
              f"model={model.name}; use train.cuda_graphs=false")

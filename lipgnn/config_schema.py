@@ -8,6 +8,8 @@ false and nothing else" — is written beside the field as metadata and checked 
 :func:`lipgnn.config.validate`, so every rule of every key sits in this one file.
 
 Adding a key is one line: ``name: type = choice(default, "a", "b")`` or ``= number(default, ge=0)``.
+Consumers read these dataclasses, not the config nodes (:func:`lipgnn.config.typed`), so each key's default
+here is its only one. Model families are declared in :data:`FAMILIES`.
 """
 
 from __future__ import annotations
@@ -19,13 +21,47 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-MODELS = ("gcn", "ggnn", "gin", "gat", "gt", "gcnii", "san", "pyg_stack")
-ATTENTION_MODELS = ("gat", "gt", "san", "pyg_stack")
+
+@dataclass(frozen=True)
+class ModelFamily:
+    """What the rest of lipgnn knows about a model family, declared once in :data:`FAMILIES`; its layers are
+    built by the builder registered under the same name (:func:`lipgnn.models.registry.register_model`)."""
+
+    label: str  # the paper's name in tables and figures (lipgnn.results.records.variant_label)
+    attention: bool = False  # has attention scores: norm=lip applies, heads/head_aggregation/attn_dropout count
+    nonlocal_mp: bool = False  # model.nonlocal can scale its heads (Guan & He §4.1)
+    fused: bool = False  # has a fused (CSR) implementation: model.impl=fused; auto picks it on CPU
+    fused_on_cuda: bool = False  # model.impl=auto picks fused on CUDA too, on graphs of >= 1M edges a step
+    cuda_graphs: bool = False  # train.cuda_graphs=true can capture its fused training step
+    residual: bool = True  # model.residual applies (GCNII has its own initial residual): the "-res" label
+
+
+#: Every model family, in the order the choices list them. Adding a family: a row here, conf/model/<name>.yaml
+#: and a builder module in lipgnn/models/families/ (docs/ARCHITECTURE.md, "How to add").
+FAMILIES: dict[str, ModelFamily] = {
+    "gcn": ModelFamily("GCN", fused=True, cuda_graphs=True),
+    "ggnn": ModelFamily("GGNN", fused=True, cuda_graphs=True),
+    "gin": ModelFamily("GIN", fused=True, cuda_graphs=True),
+    "gat": ModelFamily("GAT", attention=True, nonlocal_mp=True, fused=True, fused_on_cuda=True, cuda_graphs=True),
+    "gt": ModelFamily("GT", attention=True, nonlocal_mp=True, fused=True, fused_on_cuda=True, cuda_graphs=True),
+    # GCNII's fused layer came after the GPU runs of the captured step and is left out until it has run on one.
+    "gcnii": ModelFamily("GCNII", fused=True, residual=False),
+    "san": ModelFamily("SAN", attention=True, nonlocal_mp=True, fused=True, cuda_graphs=True),
+    "pyg_stack": ModelFamily("PYG_STACK", attention=True),
+}
+
+
+def _families(prop: str) -> tuple[str, ...]:
+    return tuple(name for name, family in FAMILIES.items() if getattr(family, prop))
+
+
+MODELS = tuple(FAMILIES)
+ATTENTION_MODELS = _families("attention")
+NONLOCAL_MODELS = _families("nonlocal_mp")
 #: Models with a fused (CSR) implementation (``model.impl=fused``; ``auto`` picks it on CPU).
-FUSED_MODELS = ("gat", "gt", "san", "gcn", "ggnn", "gin", "gcnii")
-#: Models whose fused training step ``train.cuda_graphs=true`` captures (GCNII's fused layer came after the GPU
-#: runs of the captured step and is left out until it has run on one).
-CUDA_GRAPH_MODELS = ("gat", "gt", "san", "gcn", "ggnn", "gin")
+FUSED_MODELS = _families("fused")
+#: Models whose fused training step ``train.cuda_graphs=true`` captures.
+CUDA_GRAPH_MODELS = _families("cuda_graphs")
 NORMS = ("none", "pairnorm", "layernorm", "lip")
 DATASET_KINDS = ("planetoid", "trees", "ogb", "pyg")
 SPLITS = ("public", "random")
@@ -43,10 +79,11 @@ def number(default: Any, *, ge: float | None = None, gt: float | None = None, le
                                             "nullable": nullable})
 
 
-def flag(default: bool) -> Any:
+def flag(default: bool, *, key: str | None = None) -> Any:
     """A boolean that accepts ``true``/``false`` only: typed ``Any`` so that ``no`` or ``yes`` reach the
-    validator as strings (an OmegaConf ``bool`` would silently read them as false/true)."""
-    return field(default=default, metadata={"flag": True})
+    validator as strings (an OmegaConf ``bool`` would silently read them as false/true). ``key``: the config
+    key when it differs from the field's name (a Python keyword such as ``nonlocal``: see :func:`config_key`)."""
+    return field(default=default, metadata={"flag": True, **({"key": key} if key else {})})
 
 
 def text(default: Any = MISSING, *, nullable: bool = False, nonempty: bool = True) -> Any:
@@ -63,6 +100,8 @@ class ModelConfig:
     hidden: int = number(64, ge=1, integer=True)
     heads: int = number(1, ge=1, integer=True)
     head_aggregation: str = choice("concat", "concat", "mean")
+    # The families' YAML files set their papers' values (gat, gcnii, pyg_stack: dropout 0.6; gat, gt, pyg_stack:
+    # attn_dropout 0.3); a config that leaves a key out (a test's, the benchmark's) gets these.
     dropout: float = number(0.5, ge=0.0, lt=1.0)
     attn_dropout: float = number(0.0, ge=0.0, lt=1.0)
     residual: Any = flag(False)
@@ -77,6 +116,8 @@ class ModelConfig:
     act_on_last: Any = flag(False)  # also apply the activation after the last layer (Alon & Yahav's TREES models)
     ffn_hidden: int = number(64, ge=1, integer=True)  # SAN: the FFN's hidden width (other models ignore it)
     encoder_layers: int = number(2, ge=1, le=2, integer=True)  # SAN: linear layers of the input MLP encoder (1 or 2)
+    # GT/SAN: attend over all node pairs, not only edges (Guan & He); the config key is `nonlocal`
+    nonlocal_: Any = flag(False, key="nonlocal")
 
 
 @dataclass
@@ -186,7 +227,7 @@ class OgbConfig(ReorderMixin, DatasetConfig):
 # ---------------------------------------------------------------------------------------------- train
 @dataclass
 class TrainConfig:
-    epochs: int = number(200, ge=1, integer=True)
+    epochs: int = number(200, ge=0, integer=True)  # >= 1 for the training job kinds (lipgnn.runs)
     lr: float = number(0.005, gt=0.0)
     weight_decay: float = number(5.0e-4, ge=0.0)
     scheduler: str = choice("none", "none", "plateau")
@@ -256,21 +297,18 @@ class RootConfig:
     # A lookup table experiments interpolate from (fig5: Alon & Yahav's per-depth/per-model settings); the
     # values it selects land in the real keys, so it is not part of a run's identity.
     trees_protocol: Any = field(default=None, metadata={"nullable": True})
-    # Settings of the energy runner (lipgnn.diagnostics.runner; e.g. energy.features=raw|row), set by the
+    # Settings of the energy job kind (lipgnn.runs.kinds.energy; e.g. energy.features=raw|row), set by the
     # gh_energy experiment only.
     energy: Any = field(default=None, metadata={"nullable": True})
+    # The experiment's job kind (lipgnn.runs: training | energy | kim | gh_depth) and the kim kind's settings.
+    kind: str = text("training")
+    kim: Any = field(default=None, metadata={"nullable": True})
     model: Any = MISSING
     norm: Any = MISSING
     dataset: Any = MISSING
     train: Any = MISSING
     logger: Any = MISSING
     budget: Any = MISSING
-
-
-# Keys that are Python keywords cannot be dataclass fields: they are added to the stored node (see node()).
-KEYWORD_FIELDS: dict[type, dict[str, Any]] = {
-    ModelConfig: {"nonlocal": flag(False)},  # GT/SAN: attend over all node pairs, not only edges (Guan & He)
-}
 
 
 SCHEMAS: dict[tuple[str, str], type] = {
@@ -293,35 +331,54 @@ SCHEMAS: dict[tuple[str, str], type] = {
 }
 
 
-def keyword_fields(schema: type) -> dict[str, Any]:
-    """The keyword-named fields of ``schema`` and its bases: name -> dataclass Field (with metadata)."""
-    out: dict[str, Any] = {}
-    for cls in reversed(schema.__mro__):
-        out.update(KEYWORD_FIELDS.get(cls, {}))
-    return out
+#: The schema of each option of the groups whose options carry keys of their own, by the key that names the option.
+MODEL_SCHEMAS: dict[str, type] = {name: ModelConfig for name in FAMILIES} | {"gcnii": GCNIIConfig,
+                                                                             "pyg_stack": PygStackConfig}
+NORM_SCHEMAS: dict[str, type] = {"none": NormConfig, "pairnorm": PairNormConfig, "layernorm": LayerNormConfig,
+                                 "lip": LipNormConfig}
+DATASET_SCHEMAS: dict[str, type] = {"planetoid": PlanetoidConfig, "pyg": PygConfig, "trees": TreesConfig,
+                                    "ogb": OgbConfig}
+#: group -> (the key that picks the option's schema, option -> schema); a group not listed has one schema.
+GROUP_SCHEMAS: dict[str, tuple[str, dict[str, type]]] = {"model": ("name", MODEL_SCHEMAS),
+                                                         "norm": ("name", NORM_SCHEMAS),
+                                                         "dataset": ("kind", DATASET_SCHEMAS)}
+
+
+def config_key(spec: dataclasses.Field) -> str:  # type: ignore[type-arg]
+    """The config key of a schema field: its name, or the ``key`` its metadata gives (``nonlocal_`` ->
+    ``nonlocal``: a Python keyword cannot name a dataclass field, and the YAML keys and run ids keep it)."""
+    return str(spec.metadata.get("key", spec.name))
+
+
+def schema_fields(schema: type) -> dict[str, Any]:
+    """Config key -> dataclass Field of ``schema``, in the order of its stored node (:func:`node`: the fields
+    whose key differs from their name come last)."""
+    fields = dataclasses.fields(schema)
+    return ({f.name: f for f in fields if config_key(f) == f.name}
+            | {config_key(f): f for f in fields if config_key(f) != f.name})
 
 
 def schema_defaults(*schemas: type) -> dict[str, Any]:
-    """Key -> default of every field of ``schemas`` (keyword-named ones included; the first schema naming a
-    key wins; fields without a default are left out): what a consumer falls back on for a key its config
-    leaves out, so that every key has its one default here."""
+    """Config key -> default of every field of ``schemas`` (the first schema naming a key wins; fields
+    without a default are left out)."""
     out: dict[str, Any] = {}
     for schema in schemas:
-        declared = {f.name: f for f in dataclasses.fields(schema)} | keyword_fields(schema)
-        for key, spec in declared.items():
+        for key, spec in schema_fields(schema).items():
             if spec.default is not dataclasses.MISSING and spec.default != MISSING:
                 out.setdefault(key, spec.default)
     return out
 
 
 def node(schema: type) -> DictConfig:
-    """``schema`` as a structured DictConfig, keyword-named fields included."""
+    """``schema`` as a structured DictConfig under its config keys (``nonlocal_`` stored as ``nonlocal``)."""
     cfg = OmegaConf.structured(schema)
-    extra = keyword_fields(schema)
-    if extra:
+    renamed = {f.name: config_key(f) for f in dataclasses.fields(schema) if config_key(f) != f.name}
+    if renamed:
         OmegaConf.set_struct(cfg, False)
-        for key, spec in extra.items():
-            cfg[key] = spec.default
+        for name, key in renamed.items():
+            value = cfg[name]
+            del cfg[name]
+            cfg[key] = value
         OmegaConf.set_struct(cfg, True)
     return cfg
 

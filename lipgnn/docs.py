@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from lipgnn.config import CONF_DIR
-from lipgnn.config_schema import SCHEMAS, keyword_fields
+from lipgnn.config_schema import SCHEMAS, schema_fields
 from lipgnn.errors import ConfigError
 from lipgnn.results.render.markers import block_names, close_marker, open_marker, replace_blocks
 
@@ -262,10 +262,9 @@ def config_keys_block(conf: Path) -> str:
             for key, note in _yaml_notes(path)[1].items():
                 notes.setdefault(key, note)
         fields: dict[str, Any] = {}
-        for spec in dataclasses.fields(schema):
+        for key, spec in schema_fields(schema).items():
             nested = spec.default_factory if dataclasses.is_dataclass(spec.default_factory) else None
-            fields |= {f"{spec.name}.{f.name}": f for f in dataclasses.fields(nested)} if nested else {spec.name: spec}
-        fields |= keyword_fields(schema)
+            fields |= {f"{key}.{k}": f for k, f in schema_fields(nested).items()} if nested else {key: spec}
         title = f"`{group}.*` keys, schema `{name}`" if group else "top-level keys"
         out += ["", f"### {title} ({schema.__name__})", "", "| key | allowed | default | note |", "|---|---|---|---|"]
         for key, spec in fields.items():

@@ -8,8 +8,8 @@ records written before a key existed keep their ids. Old spellings are renamed f
 ``norm.formula``) and numbers are compared as floats (``0`` in an old record equals ``0.0`` from a typed
 schema).
 
-``run_id(cfg)`` = readable prefix + hash of the identity (also the energy runner's and the computed
-experiments' ids, see there); ``config_key(cfg)`` = hash of the identity
+``run_id(cfg)`` = readable prefix + hash of the identity (also the ids of the energy and kim job kinds,
+:mod:`lipgnn.runs`, see there); ``config_key(cfg)`` = hash of the identity
 without the seed, shared by the seeds of one grid point. Both accept a DictConfig or the plain ``config``
 dict of a record.
 """
@@ -33,8 +33,9 @@ NON_IDENTITY_KEYS: tuple[str, ...] = (
     "train.checkpoint_every", "train.checkpoint_activations", "train.num_threads", "train.malloc_tuning",
     "train.cuda_graphs",
     "trees_protocol",
-    # The energy runner's options: train.py never reads them, and the runner adds them to its own ids.
-    "energy",
+    # The energy kind's options (it adds them to its own ids), the job kind and the kim kind's settings (a kim
+    # unit's id hashes its own config): lipgnn.runs.
+    "energy", "kind", "kim",
 )
 # Keys renamed since records were first written: old dotted name -> new one.
 RENAMED: dict[str, str] = {"norm.variant": "norm.formula"}
@@ -141,11 +142,11 @@ def run_id(cfg: DictConfig | Mapping[str, Any], *, energy: Mapping[str, Any] | N
            unit: str | None = None) -> str:
     """A record's stable id: readable prefix + hash. The one id function of every record producer.
 
-    * a training run (``train.py``): model, norm, res, dataset, missing rate, tree depth, depth, seed +
-      hash of :func:`identity_config`;
-    * an untrained model measured by the energy runner (``energy``: its validated options): model, layer
+    * a training run (the training and gh_depth job kinds): model, norm, res, dataset, missing rate, tree depth,
+      depth, seed + hash of :func:`identity_config`;
+    * an untrained model measured by the energy job kind (``energy``: its validated options): model, layer
       norm, nonlocal, norm, init, dataset, features, depth, seed + hash of the identity and the options;
-    * a unit of a computed experiment (Kim et al., ``unit``; ``cfg`` is the unit's own config with
+    * a unit of the kim job kind (Kim et al., ``unit``; ``cfg`` is the unit's own config with
       ``experiment``, ``budget.name`` and ``seed``): ``<experiment>-<unit>-<budget>-s<seed>-<hash>``, a
       training config under ``run`` hashed as its :func:`identity_config`.
     """
@@ -181,7 +182,7 @@ def run_id(cfg: DictConfig | Mapping[str, Any], *, energy: Mapping[str, Any] | N
 
 
 def _loose_digest(tree: Mapping[str, Any]) -> str:
-    """The energy runner's and the computed experiments' hash: JSON with the default separators (their
+    """The energy and kim job kinds' hash: JSON with the default separators (their
     committed records' ids were derived this way)."""
     return hashlib.sha1(json.dumps(tree, sort_keys=True).encode()).hexdigest()[:10]
 

@@ -1,6 +1,6 @@
 """Where a result came from: the code's git commit and the versions of the libraries that ran it.
 
-Run records (:mod:`lipgnn.train.run`) and benchmark outputs (:mod:`lipgnn.bench`) both store these.
+Run records (:mod:`lipgnn.runs`) and benchmark outputs (:mod:`lipgnn.bench`) both store these.
 The commit they store is :func:`loaded_commit`, taken once per process when a run (or benchmark) starts,
 right after its code was imported, and reused when the record is written: a sweep's worker process keeps
 the code it imported, so the working tree's ``HEAD`` at the time a record is written (perhaps hours and

@@ -211,8 +211,8 @@ def _resumable(results_dir: str | Path, experiment: str,
 
 
 def sweep_status(experiment: str, results_dir: str | Path, overrides: Sequence[str] = ()) -> SweepStatus:
-    from lipgnn.identity import run_id
     from lipgnn.results.store import read_record, record_paths
+    from lipgnn.runs import job_id  # each job's id by its kind (lipgnn.runs)
 
     present = {}
     for path in record_paths(results_dir, experiment):
@@ -221,7 +221,7 @@ def sweep_status(experiment: str, results_dir: str | Path, overrides: Sequence[s
             present[path.stem] = record.get("status", "failed")
     if not is_declared(experiment):
         return SweepStatus(rows=sorted(present.items()))
-    planned = {run_id(cfg): int(cfg.train.epochs) for cfg in expand_sweep(experiment, overrides)}
+    planned = {job_id(cfg): int(cfg.train.epochs) for cfg in expand_sweep(experiment, overrides)}
     rows = [(rid, present.get(rid, "missing")) for rid in planned]
     missing = {rid: planned[rid] for rid, state in rows if state == "missing"}
     resumable, invalid = _resumable(results_dir, experiment, missing)

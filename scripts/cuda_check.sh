@@ -5,10 +5,11 @@
 #   2. `python -m lipgnn.bench --device cuda`: fused against stock PyG on the same GPU;
 #   3. whole train.py runs (30-layer GAT-Lip, PubMed, E2E_EPOCHS epochs, default 20) on CUDA, alternating
 #      model.impl=pyg, model.impl=fused, and fused with train.cuda_graphs=true (the step captured and replayed);
-#   4. scripts/cuda_determinism.py: whether a step (and the ops it is built of) is bit-reproducible there;
-#   5. scripts/cuda_launches.py: kernels per layer, kernel time against wall time, copies and syncs;
-#   6. scripts/cuda_graph_probe.py: the training step captured in a CUDA graph against the eager step (time,
-#      and parameter agreement beside an eager-against-eager control); CUDA only.
+#   4.-6. the bench's device probes (`python -m lipgnn.bench --probe NAME`, lipgnn/bench/probes/):
+#      determinism (whether a step, and the ops it is built of, is bit-reproducible there), launches (kernels per
+#      layer, kernel time against wall time, copies and syncs) and cuda-graph (the training step captured in a CUDA
+#      graph against the eager step: time, and parameter agreement beside an eager-against-eager control; CUDA
+#      only, step name `graphs`).
 # usage: scripts/cuda_check.sh [OUT_DIR] (default results/bench/cuda). Each step has a time limit
 # (seconds: TESTS_S, BENCH_S, E2E_S, PROBE_S) so that a slow step cannot starve the others; a step that hits
 # it says so in its log and the script goes on; STEPS (default "tests bench e2e determinism launches graphs")
@@ -78,17 +79,16 @@ echo "== train.py end to end on CUDA (30-layer GAT-Lip, PubMed, ${E2E_EPOCHS:-20
 } 2>&1 | tee "$out/e2e.log"
 grep -q " exit [^0]" "$out/e2e.log" && failed=$((failed + 1))
 fi
-run_probe() {  # run_probe STEP SCRIPT ARGS...: one probe script, its output in $out/STEP.txt
-  local step=$1 script=$2 rc
-  shift 2
+run_probe() {  # run_probe STEP PROBE: one bench probe on $dev, its output in $out/STEP.txt
+  local step=$1 probe=$2 rc
   [[ $steps == *" $step "* ]] || return 0
   echo "== $step"
-  timeout -k 10 "${PROBE_S:-120}" "$py" "scripts/$script" "$@" > "$out/$step.txt" 2>&1
+  timeout -k 10 "${PROBE_S:-120}" "$py" -m lipgnn.bench --probe "$probe" --device "$dev" > "$out/$step.txt" 2>&1
   rc=$?; grep -v -e '^Processing' -e '^Done!' "$out/$step.txt" | tail -n 40; echo "$step: exit $rc"
   [ $rc -eq 0 ] || failed=$((failed + 1))
 }
-run_probe determinism cuda_determinism.py "$dev"
-run_probe launches cuda_launches.py --device "$dev"
-if [ "$dev" = cuda ]; then run_probe graphs cuda_graph_probe.py; fi
+run_probe determinism determinism
+run_probe launches launches
+if [ "$dev" = cuda ]; then run_probe graphs cuda-graph; fi
 echo "failed steps: $failed"
 exit "$failed"

@@ -48,7 +48,7 @@ COMMON = ["model=gat", "model.impl=fused", f"depth={DEPTH}", f"train.epochs={EPO
 
 
 def _on_cora(seed: int, out: Path) -> list[dict[str, Any]]:
-    from lipgnn.train.run import run
+    from lipgnn.runs import run
 
     records = []
     for norm in ("none", "lip"):

@@ -34,21 +34,21 @@ def _rename_keys(config: dict) -> bool:
     return changed
 
 
-# Records written by an experiment's own runner (scripts/guan_he_runs.py, lipgnn.lipschitz.experiments) carry
-# ids those runners derive and look up to skip finished work: renaming them would make the runner redo them.
+# Records of the gh_depth and kim job kinds (lipgnn.runs) carry ids their kinds derive and look up to skip finished
+# work: renaming them would make the run layer redo them.
 OWN_RUNNER_EXPERIMENTS = frozenset({"gh_depth", "kim_bounds", "kim_divergence", "kim_invertibility", "lip_estimates"})
 
 
 def _energy_run_id(config: dict) -> str:
     from omegaconf import OmegaConf
 
-    from lipgnn.diagnostics.runner import energy_options
+    from lipgnn.runs.kinds.energy import energy_options
 
     return run_id(config, energy=energy_options(OmegaConf.create(config)))
 
 
-# Runners whose ids are the training identity plus their own options: migrated with the runner's id function,
-# so that the runner finds the record and skips the unit.
+# Job kinds whose ids are the training identity plus their own options: migrated with the kind's id function,
+# so that the run layer finds the record and skips the unit.
 RUNNER_IDS = {"gh_energy": _energy_run_id}
 
 

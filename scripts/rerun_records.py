@@ -73,17 +73,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="check the run ids, train nothing")
     args = parser.parse_args(argv)
     from lipgnn.config import validate
-    from lipgnn.train.run import run, run_id_for
+    from lipgnn.runs import job_id, run
+    from lipgnn.runs.registry import declared_kind
 
     results = Path(args.results_dir)
     try:
         for name in args.run_ids:
             run_id = name.rsplit("/", 1)[-1]
             record = json.loads(find(results, name).read_text(encoding="utf-8"))
-            cfg = OmegaConf.create(with_missing_keys(record["config"]))
+            kind = record["config"].get("kind") or declared_kind(record["experiment"])
+            if kind == "kim":
+                raise ConfigError(f"{run_id}: a kim unit; rerun it with python train.py "
+                                  f"experiment={record['experiment']} kim.unit=<unit> seed=<seed> overwrite=true")
+            cfg = OmegaConf.create({**with_missing_keys(record["config"]), "kind": kind})
             cfg.results_dir, cfg.overwrite = str(results), True
-            if run_id_for(cfg) != run_id:
-                raise ConfigError(f"{run_id}: its config now gives run id {run_id_for(cfg)}; not rerun")
+            if job_id(cfg) != run_id:
+                raise ConfigError(f"{run_id}: its config now gives run id {job_id(cfg)}; not rerun")
             validate(cfg)
             if args.dry_run:
                 print(f"{run_id}: ok ({record.get('git_commit')})")

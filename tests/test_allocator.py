@@ -9,8 +9,8 @@ import pytest
 from conftest import compose_cfg
 
 from lipgnn.identity import identity_config
+from lipgnn.runs import run
 from lipgnn.train import allocator
-from lipgnn.train.run import run
 
 
 class FakeLibc:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 import subprocess
 import sys
@@ -295,3 +296,69 @@ def test_isolate_choices() -> None:
         cfg.isolated("san")
     with pytest.raises(SystemExit):
         parse_args(["--isolate", "some"])
+
+
+def test_probe_arguments_and_defaults() -> None:
+    from lipgnn.bench.probes import PROBES, ProbeConfig
+
+    cfg = parse_args(["--probe", "determinism"])
+    assert cfg == ProbeConfig("determinism", ("pubmed", "cora"), (30,), 2)
+    tiny = parse_args(["--probe", "launches", "--tiny"])
+    assert (tiny.graphs, tiny.depths, tiny.threads) == (("tiny",), (2,), 1)
+    cfg = parse_args(["--probe", "cuda-graph", "--graphs", "cora", "--depths", "4,8", "--repeats", "3"])
+    assert (cfg.graphs, cfg.depths, cfg.repeats, cfg.device) == (("cora",), (4, 8), 3, "auto")
+    with pytest.raises(SystemExit):
+        parse_args(["--probe", "nondeterminism"])
+    # the GPU check script runs only probes that exist, through the bench
+    script = (ROOT / "scripts" / "cuda_check.sh").read_text()
+    called = re.findall(r"run_probe [a-z]+ ([a-z-]+)", script)
+    assert called and set(called) <= set(PROBES) and "--probe" in script
+
+
+def test_probes_pair_san_with_cora_and_gat_gt_with_the_other_graphs() -> None:
+    from lipgnn.bench.probes import variants_on
+
+    assert variants_on("cora") == ["pyg_san", "san", "san_lip"]
+    assert variants_on("pubmed") == ["pyg_gat", "gat", "gat_lip", "pyg_gt", "gt", "gt_lip"]
+    assert variants_on("tiny") == variants_on("pubmed") + variants_on("cora")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU-only failure path")
+@pytest.mark.parametrize("args", [["--device", "cpu"], ["--device", "auto"], ["--device", "cuda", "--tiny"]])
+def test_cuda_graph_probe_without_cuda_is_one_line(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    from lipgnn.bench.__main__ import main
+
+    assert main(["--probe", "cuda-graph", *args]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1 and "CUDA" in err
+
+
+def test_determinism_probe_compares_bitwise() -> None:
+    from lipgnn.bench.probes.determinism import describe
+
+    out, grads = torch.ones(3), {"w": torch.zeros(2), "b": torch.zeros(1)}
+    same = describe("t", (out, grads), (out.clone(), {n: g.clone() for n, g in grads.items()}))
+    assert "output bitwise True (max |d| 0.00e+00); grads differing 0/2" in same
+    line = describe("t", (out, grads), (out + 1e-7, {"w": torch.tensor([0.0, 2e-3]), "b": torch.zeros(1)}))
+    assert "output bitwise False (max |d| 1.19e-07)" in line and "grads differing 1/2 (max |d| 2.00e-03)" in line
+
+
+@pytest.mark.cpu_only
+@pytest.mark.parametrize("probe", ["determinism", "launches"])
+def test_probes_run_on_cpu(probe: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both CPU-capable probes run end to end on the tiny graph (one GAT-Lip and one SAN stack, one layer); on CPU
+    every determinism line is bitwise equal (what tests/test_reproducibility.py asserts at depth)."""
+    import importlib
+
+    from lipgnn.bench.probes import ProbeConfig, run_probe
+
+    module = importlib.import_module(f"lipgnn.bench.probes.{probe}")
+    monkeypatch.setattr(module, "variants_on", lambda graph, *rest: ["gat_lip", "san"])
+    lines: list[str] = []
+    run_probe(ProbeConfig(probe, ("tiny",), (1,), 1, device="cpu"), log=lines.append)
+    text = "\n".join(lines)
+    assert "## tiny L=1 gat_lip" in text and "## tiny L=1 san" in text
+    if probe == "determinism":
+        assert text.count("bitwise True") == 4 + 8 and "bitwise False" not in text
+    else:
+        assert text.count("median step") == 2 and "0 kernels" in text and "top host time" in text

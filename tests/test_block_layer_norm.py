@@ -138,7 +138,7 @@ def test_ggnn_default_activation_is_none_and_can_be_set() -> None:
 
 @pytest.mark.parametrize(("key", "value"), [("layer_norm", "middle"), ("activation", "tanh")])
 def test_bad_values_are_one_line_config_errors(key: str, value: str) -> None:
-    with pytest.raises(ConfigError, match=f"model.{key}={value}"):
+    with pytest.raises(ConfigError, match=f"model.{key}='{value}' is unknown"):
         build_model(_cfg("gcn", **{key: value}), OmegaConf.create({"name": "none"}),
                     DataSpec(num_features=5, num_classes=3), 2)
     from hydra import compose, initialize_config_dir
@@ -153,7 +153,7 @@ def test_bad_values_are_one_line_config_errors(key: str, value: str) -> None:
 def test_neutral_values_keep_run_ids_of_older_configs() -> None:
     from hydra import compose, initialize_config_dir
 
-    from lipgnn.train.run import run_id_for
+    from lipgnn.identity import run_id as run_id_for
 
     with initialize_config_dir(config_dir=str(CONF), version_base=None):
         cfg = compose(config_name="config", overrides=["model=gcn"])

@@ -65,7 +65,7 @@ def test_suite_energy_code_is_the_one_used() -> None:
     spec = type("Spec", (), {"num_features": 12, "num_classes": 3, "input": "dense"})()
     model_cfg = {"name": "gat", "hidden": 16, "heads": 1, "dropout": 0.0, "attn_dropout": 0.0, "impl": "pyg"}
     torch.manual_seed(0)
-    model = build_model(type("C", (), model_cfg)(), type("N", (), {"name": "lip"})(), spec, 3)
+    model = build_model(model_cfg, {"name": "lip"}, spec, 3)
     result = diagnose(model, data, forward=lambda m, d: m(d.x, d.edge_index, None))
     assert len(result.layers) == 3
     suite = layer_energies(model, data, m=1, normalise="entries")

@@ -253,7 +253,7 @@ def test_nonlocal_decays_slower_than_post_ln_at_init() -> None:
 
 # ---------------------------------------------------------------------------------------------- runs and records
 def test_log_energy_puts_per_layer_energies_in_the_run_record(tmp_path: Path, data_root: Path) -> None:
-    from lipgnn.train.run import run
+    from lipgnn.runs import run
     from tests.conftest import compose_cfg
 
     cfg = compose_cfg(["model=gat", "depth=3", "train.epochs=2", "log.energy=true", "log.progress=false",
@@ -267,22 +267,20 @@ def test_log_energy_puts_per_layer_energies_in_the_run_record(tmp_path: Path, da
     assert energy_["init"]["laplacian"] != energy_["trained"]["laplacian"]
 
 
-def test_energy_runner_record_and_deterministic_id(tmp_path: Path, data_root: Path) -> None:
-    from lipgnn.diagnostics.runner import compose, energy_options, measure
-    from lipgnn.identity import run_id
-
-    def run_id_for(cfg):
-        return run_id(cfg, energy=energy_options(cfg))
+def test_energy_kind_record_and_deterministic_id(tmp_path: Path, data_root: Path) -> None:
+    from lipgnn.config import compose
+    from lipgnn.runs import job_id, run
 
     overrides = ["experiment=gh_energy", "variant=san_postln", "depth=2", "dataset=cora", f"results_dir={tmp_path}"]
     cfg = compose(overrides)
-    assert run_id_for(cfg) == run_id_for(compose(overrides))
-    assert run_id_for(cfg) != run_id_for(compose([*overrides, "seed=1"]))
-    record = measure(cfg)
+    assert job_id(cfg) == job_id(compose(overrides))
+    assert job_id(cfg) != job_id(compose([*overrides, "seed=1"]))
+    record = run(cfg)
     e = record["diagnostics"]["energy"]
     assert len(e["init"]["laplacian"]) == 3 and e["final_laplacian"] == e["init"]["laplacian"][-1]
     assert e["final_laplacian_entries"] == pytest.approx(e["final_laplacian"] / 32)
     assert record["config"]["energy"] == {"features": "raw"} and record["status"] == "completed"
+    assert (tmp_path / "runs" / "gh_energy" / f"{job_id(cfg)}.json").is_file()
 
 
 def test_energy_cli_rejects_bad_input_with_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """A tiny version of every experiment, end to end: sweep expansion → runs → make tables / make figures.
 
 The sweeps are expanded by the same code as ``lipgnn sweep-status`` (Hydra's parser and BasicSweeper) and each
-job is run through ``lipgnn.train.run`` exactly as ``train.py -m`` would run it, with 1–2 epochs and tiny widths.
+job is run through ``lipgnn.runs.run`` exactly as ``train.py -m`` would run it, with 1–2 epochs and tiny widths.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from omegaconf import OmegaConf
 
 from lipgnn.identity import run_id
 from lipgnn.models.builder import resolve_impl
+from lipgnn.runs import run
 from lipgnn.sweep import sweep_jobs
-from lipgnn.train.run import run
 
 TINY = ["budget=cpu", "train.epochs=2", "model.hidden=8", "log.progress=false"]
 EXPERIMENTS = {

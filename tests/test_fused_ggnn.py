@@ -15,7 +15,7 @@ from plain_fused import (
 )
 from torch_geometric.nn import GatedGraphConv
 
-from lipgnn.nn.fused import FusedGatedGraphConv, elementwise_kernels, kernels
+from lipgnn.nn.fused import FusedGatedGraphConv, gru_kernels, kernels
 from lipgnn.nn.fused.gru import gru_cell
 
 needs_numba = pytest.mark.skipif(kernels.numba is None, reason="numba not installed")
@@ -52,13 +52,13 @@ def test_compiled_gru_cell_equals_torch_values_and_gradients(bias: bool) -> None
     g = torch.randn(300, 6, generator=gen)
     params = list(cell.parameters())
     calls = []
-    original = elementwise_kernels.gru_cell
-    elementwise_kernels.gru_cell = lambda *a: calls.append(1) or original(*a)
+    original = gru_kernels.gru_cell
+    gru_kernels.gru_cell = lambda *a: calls.append(1) or original(*a)
     try:
         got, got_grads = grads_of(lambda a, b: gru_cell(a, b, cell), [m.clone().requires_grad_(),
                                                                     h.clone().requires_grad_()], params, g)
     finally:
-        elementwise_kernels.gru_cell = original
+        gru_kernels.gru_cell = original
     assert calls == [1]  # the compiled loop ran
     want, want_grads = grads_of(cell, [m.clone().requires_grad_(), h.clone().requires_grad_()], params, g)
     torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)

@@ -8,7 +8,7 @@ from devices import gradcheck, seeded
 from plain_fused import awkward_graph, models_by_impl
 from torch_geometric.nn.norm import PairNorm
 
-from lipgnn.nn.fused import FusedPairNorm, elementwise_kernels, kernels
+from lipgnn.nn.fused import FusedPairNorm, kernels, pair_norm_kernels
 
 needs_numba = pytest.mark.skipif(kernels.numba is None, reason="numba not installed")
 
@@ -28,8 +28,8 @@ def test_pair_norm_by_hand() -> None:
 def test_fused_pair_norm_equals_pyg_values_and_gradients(dtype: torch.dtype, scale: float,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
-    original = elementwise_kernels.pair_norm_forward
-    monkeypatch.setattr(elementwise_kernels, "pair_norm_forward", lambda *a: calls.append(1) or original(*a))
+    original = pair_norm_kernels.pair_norm_forward
+    monkeypatch.setattr(pair_norm_kernels, "pair_norm_forward", lambda *a: calls.append(1) or original(*a))
     gen = seeded(0)
     # a large common offset: the one-pass variance must not cancel it away
     x = torch.randn(300, 7, generator=gen, dtype=dtype) * 3 + 50

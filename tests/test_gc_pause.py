@@ -12,8 +12,8 @@ from conftest import compose_cfg
 from omegaconf import OmegaConf
 
 from lipgnn import cli
+from lipgnn.runs import run
 from lipgnn.train import gc_pause
-from lipgnn.train.run import run
 
 
 @pytest.fixture
@@ -129,7 +129,7 @@ def test_train_py_composes_with_the_collector_on_and_pauses_before_the_heavy_imp
     the task function pauses it before importing the training code."""
     from hydra.types import RunMode
 
-    import lipgnn.train.run as run_mod
+    import lipgnn.runs as run_mod
 
     states: dict[str, bool] = {}
     hydra_train = cli._hydra_train

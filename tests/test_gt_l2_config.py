@@ -33,13 +33,17 @@ def test_builder_wires_l2_scores_and_tied_weights() -> None:
 @pytest.mark.parametrize(("model", "norm", "message"), [
     (_model(score="l2", tie_qk=True), "lip", "dot-product"),
     (_model(name="gat", score="l2"), "none", "model=gt only"),
-    (_model(score="cosine"), "none", "unknown"),
 ])
 def test_validation_rejects_bad_score_combinations(model, norm: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         _validate_score(model, OmegaConf.create({"name": norm}))
     with pytest.raises(ConfigError, match=message.split()[0]):
-        build_model(model, OmegaConf.create({"name": norm, "alpha": 1.0, "formula": "paper"}), SPEC, 2)
+        build_model(model, OmegaConf.create({"name": norm}), SPEC, 2)
+
+
+def test_an_unknown_score_is_refused_by_the_schema() -> None:
+    with pytest.raises(ConfigError, match="model.score='cosine' is unknown; use one of: dot, l2"):
+        build_model(_model(score="cosine"), OmegaConf.create({"name": "none"}), SPEC, 2)
 
 
 @pytest.mark.parametrize("impl", ["pyg", "fused"])
@@ -58,17 +62,16 @@ def test_lipschitz_command_exits_2_on_a_bad_config(capsys: pytest.CaptureFixture
 
 
 def test_default_score_keys_leave_run_ids_unchanged() -> None:
+    from lipgnn.config import compose
     from lipgnn.identity import run_id
-    from lipgnn.lipschitz.cli import compose
-    from lipgnn.train.run import run_id_for
 
     cfg = compose(["model=gt", "depth=2"])
-    with_keys = run_id_for(cfg)
+    with_keys = run_id(cfg)
     plain = OmegaConf.to_container(cfg, resolve=True)
     del plain["model"]["score"]
     del plain["model"]["tie_qk"]
     assert run_id(plain) == with_keys  # records made before the keys existed keep their ids
-    assert run_id_for(compose(["variant=gt_l2", "depth=2"])) != with_keys
+    assert run_id(compose(["variant=gt_l2", "depth=2"])) != with_keys
 
 
 def test_checkpoint_weights_load_and_mismatches_are_config_errors(tmp_path) -> None:

@@ -54,7 +54,7 @@ def test_feature_ratios_divide_each_row_cell_by_its_raw_cell() -> None:
 def test_without_row_records_the_block_says_how_to_run_it() -> None:
     c = gh_energy.cells(_frame({}))
     assert gh_energy.feature_ratios(c).empty
-    assert gh_energy.features_block(c).startswith("not run (`python -m lipgnn.diagnostics.runner")
+    assert gh_energy.features_block(c).startswith("not run (`python train.py -m experiment=gh_energy")
     assert "gh_energy-features" in gh_energy.report(_frame({}))
 
 
@@ -102,11 +102,8 @@ def test_the_encoder_default_is_the_main_setting_and_keeps_committed_run_ids() -
 
     from omegaconf import OmegaConf
 
-    from lipgnn.diagnostics.runner import compose, energy_options
-    from lipgnn.identity import run_id
-
-    def run_id_for(cfg):
-        return run_id(cfg, energy=energy_options(cfg))
+    from lipgnn.config import compose
+    from lipgnn.runs import job_id as run_id_for
 
     root = Path(__file__).resolve().parents[1]
     assert OmegaConf.load(root / "conf" / "model" / "san.yaml").encoder_layers == gh_energy.MAIN["encoder"]

@@ -106,7 +106,7 @@ def test_committed_records_are_found_by_the_composed_grid() -> None:
 def test_energy_runner_records_migrate_to_the_runner_id(tmp_path: Path) -> None:
     """gh_energy records carry the energy runner's id (training identity + energy options): the migration
     renames a stale one to exactly what the runner computes, so the runner finds it and skips the unit."""
-    from lipgnn.diagnostics.runner import energy_options
+    from lipgnn.runs.kinds.energy import energy_options
 
     cfg = compose_cfg(["experiment=gh_energy", "dataset=cora", "variant=san_preln", "depth=2", "model.init=xavier"])
     config = OmegaConf.to_container(cfg, resolve=True)
@@ -122,9 +122,9 @@ def test_energy_runner_records_migrate_to_the_runner_id(tmp_path: Path) -> None:
 
 
 def test_every_committed_record_keeps_its_id() -> None:
-    """The one id function reproduces each committed record's id: training runs, the energy runner's
-    measurements (its options) and the computed experiments' units."""
-    from lipgnn.lipschitz.experiments import EXPERIMENTS
+    """The one id function reproduces each committed record's id from its stored config: training runs, the energy
+    kind's measurements (its options) and the kim kind's units."""
+    from lipgnn.runs.kinds.kim import EXPERIMENTS
 
     kinds: dict[str, int] = {"train": 0, "energy": 0, "unit": 0}
     for path in sorted((ROOT / "results" / "runs").rglob("*.json")):

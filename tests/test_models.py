@@ -96,24 +96,28 @@ def test_lip_rejected_without_attention(model: str) -> None:
         build_model(model_cfg(model), norm_cfg("lip"), DataSpec(8, 3), 2)
     msg = str(info.value)
     assert "\n" not in msg
-    assert msg == (f"norm=lip needs an attention model (gat, gt, pyg_stack); model={model} has no attention scores "
-                   "to normalize")
+    assert msg == (f"norm=lip needs an attention model (gat, gt, san, pyg_stack); model={model} has no attention "
+                   "scores to normalize (use norm=none|pairnorm|layernorm)")
 
 
 def test_config_errors() -> None:
     spec = DataSpec(8, 3)
     with pytest.raises(ConfigError, match=r"depth=0"):
         build_model(model_cfg("gat"), norm_cfg("none"), spec, 0)
-    with pytest.raises(ConfigError, match=r"model.name=mlp is unknown; choose one of: gcn, ggnn, gin, gat, gt, "
-                                          r"gcnii"):
+    with pytest.raises(ConfigError, match=r"model.name='mlp' is unknown; use one of: gcn, ggnn, gin, gat, gt, "
+                                          r"gcnii, san, pyg_stack$"):
         build_model(model_cfg("gat", name="mlp"), norm_cfg("none"), spec, 2)
-    with pytest.raises(ConfigError, match=r"norm.name=batchnorm is unknown"):
+    with pytest.raises(ConfigError, match=r"norm.name='batchnorm' is unknown"):
         build_model(model_cfg("gat"), norm_cfg("none", name="batchnorm"), spec, 2)
     with pytest.raises(ConfigError, match=r"not divisible by model.heads=3"):
         build_model(model_cfg("gat", heads=3), norm_cfg("none"), spec, 2)
-    with pytest.raises(ConfigError, match=r"norm.formula=exact is unknown"):
+    with pytest.raises(ConfigError, match=r"norm.formula='exact' is unknown"):
         build_model(model_cfg("gat"), norm_cfg("lip", formula="exact"), spec, 2)
-    with pytest.raises(ConfigError, match=r"norm.mode=batch is unknown"):
+    with pytest.raises(ConfigError, match=r"model.dropout=1.0 is out of range: it must be >= 0 and < 1"):
+        build_model(model_cfg("gat", dropout=1.0), norm_cfg("none"), spec, 2)
+    with pytest.raises(ConfigError, match=r"norm.variant is not a config key"):  # the key is norm.formula
+        build_model(model_cfg("gat"), norm_cfg("lip", variant="paper"), spec, 2)
+    with pytest.raises(ConfigError, match=r"norm.mode='batch' is unknown"):
         build_model(model_cfg("gt"), norm_cfg("layernorm", mode="batch"), spec, 2)
 
 

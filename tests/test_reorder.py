@@ -17,7 +17,7 @@ from lipgnn.data.reorder import ReorderNodes, apply_reorder, bandwidth, rcm_orde
 from lipgnn.errors import ConfigError
 from lipgnn.identity import run_id
 from lipgnn.models import build_model
-from lipgnn.train.run import run
+from lipgnn.runs import run
 
 
 def _shuffled_path(n: int, seed: int = 0) -> Data:

@@ -1,7 +1,7 @@
 """On CPU a training step is bit-reproducible (docs/usage.md: a seed reproduces a run bit for bit on CPU).
 
-``scripts/cuda_determinism.py`` measures the same on a GPU, where cuSPARSE's SpMM and atomic scatter sums make
-it false for PyG's path and the fused one alike (``results/bench/cuda_h100_6ce21b9/determinism.txt``).
+``python -m lipgnn.bench --probe determinism`` measures the same on a GPU, where cuSPARSE's SpMM and atomic scatter
+sums make it false for PyG's path and the fused one alike (``results/bench/cuda_h100_6ce21b9/determinism.txt``).
 """
 
 from __future__ import annotations

@@ -19,9 +19,10 @@ import pytest
 import torch
 from conftest import ROOT, TINY_TREES, compose_cfg, run_cli
 
+from lipgnn.identity import run_id as run_id_for
 from lipgnn.results.store import checkpoint_file, quarantine_dir, run_record_path
+from lipgnn.runs import checkpoint_path, run
 from lipgnn.train.checkpoint import InvalidCheckpoint, load_checkpoint, read_header
-from lipgnn.train.run import checkpoint_path, run, run_id_for
 
 CKPT = [*TINY_TREES, "train.epochs=5", "train.checkpoint_every=2"]
 
@@ -244,7 +245,7 @@ def test_a_second_process_on_the_same_run_id_stops_in_one_line(tmp_path: Path) -
 
     cfg = compose_cfg([*TINY_TREES, "train.epochs=2", f"results_dir={tmp_path}"])
     lock = FileLock(lock_file(tmp_path, "default", run_id_for(cfg)))
-    with lock, pytest.raises(RunInProgress, match="is being trained by another process") as err:
+    with lock, pytest.raises(RunInProgress, match="is being run by another process") as err:
         # filelock is reentrant within a process: a fresh thread stands for the other process
         import concurrent.futures
 
@@ -257,7 +258,7 @@ _RACER = """
 import sys
 from conftest import TINY_TREES, compose_cfg
 from lipgnn.errors import RunInProgress
-from lipgnn.train.run import run
+from lipgnn.runs import run
 results, start = sys.argv[1], sys.argv[2]
 for seed in range(20):
     cfg = compose_cfg([*TINY_TREES, "train.epochs=4", "train.checkpoint_every=1", f"seed={seed}",

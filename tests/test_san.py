@@ -256,5 +256,5 @@ def test_encoder_depth_one_linear_or_linear_act_linear() -> None:
     assert len(two) == 4 and [type(m).__name__ for m in two][2:] == ["ReLU", "Linear"]
     one = build_model(san_cfg(encoder_layers=1), NONE, spec, 1).encoder
     assert len(one) == 2 and isinstance(one[0], nn.Dropout) and one[1].out_features == 8
-    with pytest.raises(ConfigError, match="model.encoder_layers=3 is invalid"):
+    with pytest.raises(ConfigError, match="model.encoder_layers=3 is out of range: it must be >= 1 and <= 2"):
         build_model(san_cfg(encoder_layers=3), NONE, spec, 1)

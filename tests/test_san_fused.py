@@ -131,9 +131,9 @@ def test_vector_loops_only_for_float32_four_heads_of_eight() -> None:
     assert not san_kernels.vectorised(qkv64, 4, 8)
     assert not san_kernels.vectorised(torch.zeros(2, 96), 2, 16)
     assert not san_kernels.vectorised(qkv32, 4, 8, torch.zeros(2, 5))  # the energy's rows must have 32 channels
-    from lipgnn.nn.fused import san_vector
+    from lipgnn.nn.fused import san_vector_kernels
 
-    assert (san_vector._HEADS, san_vector._WIDTH) == (san_kernels.VEC_HEADS, san_kernels.VEC_WIDTH)
+    assert (san_vector_kernels._HEADS, san_vector_kernels._WIDTH) == (san_kernels.VEC_HEADS, san_kernels.VEC_WIDTH)
 
 
 def _scalar_loops(monkeypatch: pytest.MonkeyPatch) -> None:

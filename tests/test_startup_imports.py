@@ -24,7 +24,7 @@ def _imported_after(code: str) -> set[str]:
 
 def test_training_path_defers_slow_optional_imports() -> None:
     # What train.py's task function imports: the CLI, then the run (trainer, models, data, fused layers).
-    assert _imported_after("import lipgnn.cli, lipgnn.train.run, lipgnn.models, lipgnn.data") == set()
+    assert _imported_after("import lipgnn.cli, lipgnn.runs, lipgnn.models, lipgnn.data") == set()
 
 
 def test_the_probe_sees_an_import() -> None:

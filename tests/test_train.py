@@ -9,7 +9,8 @@ import pytest
 import torch
 from conftest import TINY_TREES, compose_cfg, run_cli
 
-from lipgnn.train.run import run, run_id_for
+from lipgnn.identity import run_id as run_id_for
+from lipgnn.runs import run
 
 RECORD_KEYS = {"schema", "run_id", "experiment", "status", "config", "seed", "metric", "history", "best", "last",
                "epochs_run", "wall_time_s", "device", "versions", "git_commit", "info", "error"}
@@ -216,8 +217,8 @@ def test_ctrl_c_says_whether_the_run_is_checkpointed_and_how_to_resume(tmp_path:
 
 def test_resume_names_epoch_and_commit_and_wall_time_covers_every_segment(tmp_path: Path, monkeypatch,
                                                                           capsys) -> None:
+    from lipgnn.runs import checkpoint_path
     from lipgnn.train.checkpoint import load_checkpoint
-    from lipgnn.train.run import checkpoint_path
 
     cfg = compose_cfg([*CKPT, f"results_dir={tmp_path}"])
     with monkeypatch.context() as patch:
@@ -246,7 +247,7 @@ def test_overwrite_and_resume_false_start_from_scratch(tmp_path: Path, monkeypat
 
 def test_a_checkpoint_of_other_code_is_refused_unless_allowed(tmp_path: Path, monkeypatch) -> None:
     from lipgnn.errors import ConfigError
-    from lipgnn.train import run as run_module
+    from lipgnn.runs import layer as run_module
 
     cfg = compose_cfg([*CKPT, f"results_dir={tmp_path}"])
     with monkeypatch.context() as patch:

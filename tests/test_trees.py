@@ -19,8 +19,8 @@ from lipgnn.data import load
 from lipgnn.data.spec import DataSpec, TaskData
 from lipgnn.data.trees import generate_alon_yahav, tree_labels
 from lipgnn.errors import ConfigError
+from lipgnn.identity import identity_config
 from lipgnn.models import build_model
-from lipgnn.train.run import identity_config
 from lipgnn.train.trainer import Trainer
 
 CONF = Path(CONF_DIR)

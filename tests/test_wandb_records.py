@@ -14,8 +14,8 @@ from conftest import TINY_TREES, compose_cfg
 from lipgnn.cli import main as lipgnn_main
 from lipgnn.results.store import record_text, run_record_path, write_record
 from lipgnn.results.wandb_records import PullError, describe, pull_records
+from lipgnn.runs import run
 from lipgnn.train.loggers import RECORD_FILE
-from lipgnn.train.run import run
 
 
 def test_a_wandb_run_uploads_the_bytes_of_its_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,4 +1,6 @@
-"""``python -m lipgnn.bench [--graphs cora,pubmed,arxiv] [--depths 2,10,30] [--repeats 15] [--out DIR] [--tiny]``."""
+"""``python -m lipgnn.bench [--graphs cora,pubmed,arxiv] [--depths 2,10,30] [--repeats 15] [--out DIR] [--tiny]``;
+``python -m lipgnn.bench --probe determinism|launches|cuda-graph [--device cuda] [--graphs ...] [--depths ...]``
+runs one device probe instead (:mod:`lipgnn.bench.probes`)."""
 
 from __future__ import annotations
 
@@ -8,8 +10,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lipgnn.bench.graphs import SIZES
+from lipgnn.bench.probes import PROBES, ProbeConfig, run_probe
 from lipgnn.bench.runner import ISOLATE_CHOICES, BenchConfig, run
 from lipgnn.bench.variants import SAN_VARIANTS, VARIANTS
+from lipgnn.errors import LipgnnError
 
 
 def _ints(text: str) -> list[int]:
@@ -33,8 +37,12 @@ def _names(allowed: Sequence[str]):
     return parse
 
 
-def parse_args(argv: Sequence[str] | None = None) -> BenchConfig:
+def parse_args(argv: Sequence[str] | None = None) -> BenchConfig | ProbeConfig:
     p = argparse.ArgumentParser(prog="python -m lipgnn.bench", description=__doc__)
+    p.add_argument("--probe", choices=list(PROBES), default=None,
+                   help="run one device probe instead of the bench; it prints its findings and takes --device, "
+                        "--graphs, --depths, --repeats, --threads, --seed, --tiny "
+                        "(defaults: pubmed,cora; depth 30 for determinism, 10 otherwise)")
     p.add_argument("--graphs", type=_names(list(SIZES)), default=None,
                    help="comma-separated: cora,pubmed,arxiv (default) or tiny")
     p.add_argument("--depths", type=_ints, default=None, help="attention layers, default 2,10,30")
@@ -70,6 +78,15 @@ def parse_args(argv: Sequence[str] | None = None) -> BenchConfig:
     p.add_argument("--tiny", action="store_true",
                    help="a tiny random graph, depths 2,3, 2 repeats, 1 thread (seconds; for tests)")
     a = p.parse_args(argv)
+    if a.probe is not None:
+        _, default_graphs, default_depth, default_repeats = PROBES[a.probe]
+        graphs = a.graphs or (["tiny"] if a.tiny else list(default_graphs))
+        depths = a.depths or ([2] if a.tiny else [default_depth])
+        repeats = a.repeats or (2 if a.tiny else default_repeats)
+        if repeats < 1:
+            p.error("--repeats must be >= 1")
+        return ProbeConfig(probe=a.probe, graphs=tuple(graphs), depths=tuple(depths), repeats=repeats,
+                           device=a.device, seed=a.seed, threads=a.threads or (1 if a.tiny else None))
     if a.tiny:
         graphs, depths, repeats = a.graphs or ["tiny"], a.depths or [2, 3], a.repeats or 2
         ckpt_graph, ckpt_depth = a.ckpt_graph or graphs[0], a.ckpt_depth or max(depths)
@@ -98,6 +115,13 @@ def parse_args(argv: Sequence[str] | None = None) -> BenchConfig:
 
 def main(argv: Sequence[str] | None = None) -> int:
     cfg = parse_args(argv)
+    if isinstance(cfg, ProbeConfig):
+        try:
+            run_probe(cfg, log=lambda msg: print(msg, flush=True))
+        except LipgnnError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        return 0
     run(cfg, log=lambda msg: print(msg, flush=True))
     print(f"wrote {cfg.out / 'summary.csv'} and {cfg.out / 'summary.png'}")
     return 0

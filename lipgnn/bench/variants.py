@@ -38,16 +38,17 @@ def baseline_of(variant: str) -> str:
 
 
 def build_variant(variant: str, depth: int, num_features: int, num_classes: int, *, hidden: int = 64,
-                  heads: int = 1, seed: int = 0) -> nn.Module:
-    """The ``depth``-layer stack of ``variant`` (same seed → same weights for every variant of a kind)."""
+                  heads: int = 1, seed: int = 0, dropout: float = 0.0) -> nn.Module:
+    """The ``depth``-layer stack of ``variant`` (same seed → same weights for every variant of a kind); dropouts off,
+    or ``dropout`` on the features and the attention weights of a GAT or GT stack (the authors' 0.6)."""
     from lipgnn.models import build_model
 
     if attention_kind(variant) == "san":
         return _build_san(variant, depth, num_features, num_classes, seed)
     kind = attention_kind(variant.removesuffix("_ckpt"))
     lip = variant.removesuffix("_ckpt").endswith("_lip")
-    model_cfg = SimpleNamespace(name=kind, hidden=hidden, heads=heads, head_aggregation="concat", dropout=0.0,
-                                attn_dropout=0.0, residual=False, impl="fused")
+    model_cfg = SimpleNamespace(name=kind, hidden=hidden, heads=heads, head_aggregation="concat", dropout=dropout,
+                                attn_dropout=dropout, residual=False, impl="fused")
     norm_cfg = SimpleNamespace(name="lip" if lip else "none", alpha=1.0, formula="paper")
     spec = SimpleNamespace(num_features=num_features, num_classes=num_classes, input="dense", vocab_sizes=(),
                            edge_dim=None, multilabel=False, task="node")

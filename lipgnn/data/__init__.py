@@ -1,4 +1,5 @@
-"""Dataset layer: ``load(dataset_cfg, seed) -> TaskData`` dispatching on ``dataset_cfg.kind``.
+"""Dataset layer: ``load(dataset_cfg, seed) -> TaskData`` dispatching on ``dataset_cfg.kind``; each loader reads
+its typed config (:mod:`lipgnn.config_schema`: ``PlanetoidConfig``, ``TreesConfig``, ``OgbConfig``, ``PygConfig``).
 
 kinds: ``planetoid`` (Cora/CiteSeer/PubMed, optional missing-vector setting), ``trees`` (Tree-NeighborsMatch),
 ``ogb`` (ogbn-arxiv, ogbn-proteins), ``pyg``
@@ -11,36 +12,35 @@ from typing import Any
 
 import torch
 
-from lipgnn.data.common import cfg_get
+from lipgnn.config import typed
+from lipgnn.config_schema import DATASET_KINDS
 from lipgnn.data.spec import DataSpec, TaskData, accuracy
-from lipgnn.errors import ConfigError
 
-KINDS = ("planetoid", "trees", "ogb", "pyg")
+KINDS = DATASET_KINDS
 
 __all__ = ["DataSpec", "TaskData", "accuracy", "load", "KINDS"]
 
 
 def load(dataset_cfg: Any, seed: int, device: torch.device | str | None = None) -> TaskData:
-    """Load the dataset described by ``dataset_cfg`` (a ``conf/dataset/*.yaml`` node or a dict).
+    """Load the dataset described by ``dataset_cfg``: its schema's dataclass, or a ``conf/dataset/*.yaml`` node
+    or a mapping, converted by :func:`lipgnn.config.typed` (a key it leaves out takes the schema's default).
 
     ``seed`` fixes everything random in the data (missing-vector erasure, TREES generation and split);
     ``device``, if given, is where the batches are placed.
     """
-    kind = cfg_get(dataset_cfg, "kind")
-    if kind == "planetoid":
+    cfg = typed(dataset_cfg, "dataset")
+    if cfg.kind == "planetoid":
         from lipgnn.data.planetoid import load_planetoid
 
-        return load_planetoid(dataset_cfg, seed, device)
-    if kind == "trees":
+        return load_planetoid(cfg, seed, device)
+    if cfg.kind == "trees":
         from lipgnn.data.trees import load_trees
 
-        return load_trees(dataset_cfg, seed, device)
-    if kind == "ogb":
+        return load_trees(cfg, seed, device)
+    if cfg.kind == "ogb":
         from lipgnn.data.ogb import load_ogb
 
-        return load_ogb(dataset_cfg, seed, device)
-    if kind == "pyg":
-        from lipgnn.data.pyg import load_pyg
+        return load_ogb(cfg, seed, device)
+    from lipgnn.data.pyg import load_pyg
 
-        return load_pyg(dataset_cfg, seed, device)
-    raise ConfigError(f"dataset.kind={kind!r} is unknown; use one of {', '.join(KINDS)}")
+    return load_pyg(cfg, seed, device)

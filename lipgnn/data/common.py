@@ -1,4 +1,4 @@
-"""Helpers shared by the dataset loaders: config access, stable seeding, file mirroring, fail-fast downloads."""
+"""Helpers shared by the dataset loaders: stable seeding, file mirroring, fail-fast downloads."""
 
 from __future__ import annotations
 
@@ -8,22 +8,16 @@ import os
 import shutil
 import socket
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
 
 import torch
-
-from lipgnn.errors import ConfigError
 
 # Seconds allowed for the network probe made before any download. Offline machines fail in DNS or connect;
 # the probe runs in a daemon thread so a resolver that hangs cannot hang the run either.
 NET_PROBE_TIMEOUT_S = 3.0
 # Per-socket-operation timeout while a download runs: urllib (used by PyG and ogb) sets none by itself.
 DOWNLOAD_SOCKET_TIMEOUT_S = 60.0
-
-DEFAULT_ROOT = "data"
-DEFAULT_CACHE = ".cache/lipgnn"
 
 
 def missing_data_fix(folder: str, download: bool, reason: str) -> str:
@@ -36,15 +30,6 @@ def missing_data_fix(folder: str, download: bool, reason: str) -> str:
     return f"{fix} ({reason})"
 
 
-def cfg_get(cfg: Any, key: str, default: Any = None) -> Any:
-    """Read ``key`` from a DictConfig or a plain mapping (tests pass dicts)."""
-    if isinstance(cfg, Mapping) or hasattr(cfg, "get"):
-        value = cfg.get(key, default)
-    else:
-        value = getattr(cfg, key, default)
-    return default if value is None else value
-
-
 def stable_seed(*parts: object) -> int:
     """63-bit seed from a tuple of values, identical across processes (Python's ``hash`` is salted)."""
     digest = hashlib.sha256(repr(tuple(parts)).encode()).digest()
@@ -54,20 +39,6 @@ def stable_seed(*parts: object) -> int:
 def make_generator(*parts: object) -> torch.Generator:
     """A CPU generator seeded from ``parts`` only, so its draws are independent of global RNG state."""
     return torch.Generator().manual_seed(stable_seed(*parts))
-
-
-def as_bool(value: Any, key: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    raise ConfigError(f"dataset.{key} must be true or false, got {value!r}")
-
-
-def as_int(value: Any, key: str, low: int | None = None, high: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"dataset.{key} must be an integer, got {value!r}")
-    if (low is not None and value < low) or (high is not None and value > high):
-        raise ConfigError(f"dataset.{key}={value} is out of range [{low}, {high}]")
-    return value
 
 
 def network_reachable(host: str, port: int = 443, timeout: float | None = None) -> bool:

@@ -25,13 +25,9 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
+from lipgnn.config_schema import OgbConfig
 from lipgnn.data.common import (
-    DEFAULT_CACHE,
-    DEFAULT_ROOT,
     all_exist,
-    as_bool,
-    as_int,
-    cfg_get,
     download_timeout,
     file_lock,
     mirror_files,
@@ -181,16 +177,15 @@ def _masks(num_nodes: int, split_idx: dict[str, Tensor]) -> dict[str, Tensor]:
     return masks
 
 
-def load_ogb(cfg: Any, seed: int, device: torch.device | str | None = None) -> TaskData:
+def load_ogb(cfg: OgbConfig, seed: int, device: torch.device | str | None = None) -> TaskData:
     """``TaskData`` for ogbn-arxiv (full batch) or ogbn-proteins (``RandomNodeLoader`` partitions)."""
-    name = str(cfg_get(cfg, "name", ""))
+    name = cfg.name
     if name not in SUPPORTED:
         raise ConfigError(f"dataset.name={name!r} is not a supported OGB dataset; use one of {', '.join(SUPPORTED)}")
-    root = Path(str(cfg_get(cfg, "root", DEFAULT_ROOT))).expanduser()
-    cache_dir = Path(str(cfg_get(cfg, "cache_dir", DEFAULT_CACHE))).expanduser()
-    download = as_bool(cfg_get(cfg, "download", False), "download")
+    root, cache_dir = Path(cfg.root).expanduser(), Path(cfg.cache_dir).expanduser()
+    download = bool(cfg.download)
 
-    reorder = str(cfg_get(cfg, "reorder", "none"))
+    reorder = cfg.reorder
     if name == "ogbn-proteins" and reorder != "none":
         # Its batches are random node partitions; a relabelling would change them, not only the memory order.
         raise ConfigError(f"dataset.reorder={reorder!r} applies to full-batch graphs; ogbn-proteins trains on "
@@ -206,7 +201,7 @@ def load_ogb(cfg: Any, seed: int, device: torch.device | str | None = None) -> T
         from torch_geometric.utils import to_undirected
 
         edge_index = raw.edge_index
-        undirected = as_bool(cfg_get(cfg, "to_undirected", True), "to_undirected")
+        undirected = bool(cfg.to_undirected)
         if undirected:
             edge_index = to_undirected(edge_index, num_nodes=raw.num_nodes)
         data = Data(x=raw.x, edge_index=edge_index, y=raw.y.view(-1), **masks)
@@ -223,8 +218,7 @@ def load_ogb(cfg: Any, seed: int, device: torch.device | str | None = None) -> T
     from torch_geometric.loader import RandomNodeLoader
     from torch_geometric.utils import scatter
 
-    num_parts = as_int(cfg_get(cfg, "num_parts", 40), "num_parts", 1)
-    use_edge_attr = as_bool(cfg_get(cfg, "use_edge_attr", False), "use_edge_attr")
+    num_parts, use_edge_attr = cfg.num_parts, bool(cfg.use_edge_attr)
     edge_attr = raw.edge_attr.float()
     x = scatter(edge_attr, raw.edge_index[1], dim=0, dim_size=raw.num_nodes, reduce="sum")
     data = Data(x=x, edge_index=raw.edge_index, y=raw.y.float(), **masks)

@@ -9,17 +9,13 @@ there. Features stay raw (no row normalisation), as in the authors' code.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch_geometric.data import Data
 
+from lipgnn.config_schema import PlanetoidConfig
 from lipgnn.data.common import (
-    DEFAULT_CACHE,
-    DEFAULT_ROOT,
     all_exist,
-    as_bool,
-    cfg_get,
     download_timeout,
     file_lock,
     is_writable_dir,
@@ -27,11 +23,11 @@ from lipgnn.data.common import (
     missing_data_fix,
     network_reachable,
 )
-from lipgnn.data.missing import apply_missing_vector, check_rate
+from lipgnn.data.missing import apply_missing_vector
 from lipgnn.data.reorder import apply_reorder
 from lipgnn.data.spec import DataSpec, TaskData
 from lipgnn.data.splits import apply_split
-from lipgnn.errors import ConfigError, DatasetNotFoundError
+from lipgnn.errors import DatasetNotFoundError
 
 NAMES = ("Cora", "CiteSeer", "PubMed")
 SUFFIXES = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
@@ -116,23 +112,17 @@ def load_planetoid_data(name: str, root: Path, cache_dir: Path, download: bool) 
                 val_mask=data.val_mask, test_mask=data.test_mask), raw
 
 
-def load_planetoid(cfg: Any, seed: int, device: torch.device | str | None = None) -> TaskData:
+def load_planetoid(cfg: PlanetoidConfig, seed: int, device: torch.device | str | None = None) -> TaskData:
     """``TaskData`` for a Planetoid config (full batch); applies the missing-vector setting if asked."""
-    name = cfg_get(cfg, "pyg_name") or cfg_get(cfg, "name", "")
-    matches = [n for n in NAMES if n.lower() == str(name).lower()]
-    if not matches:
-        raise ConfigError(f"dataset.pyg_name={name!r} is not a Planetoid dataset; use one of {', '.join(NAMES)}")
-    name = matches[0]
-    rate = check_rate(cfg_get(cfg, "missing_rate", 0))
-    root = Path(str(cfg_get(cfg, "root", DEFAULT_ROOT))).expanduser()
-    cache_dir = Path(str(cfg_get(cfg, "cache_dir", DEFAULT_CACHE))).expanduser()
-    download = as_bool(cfg_get(cfg, "download", False), "download")
+    name, rate = cfg.pyg_name, float(cfg.missing_rate)
+    root, cache_dir = Path(cfg.root).expanduser(), Path(cfg.cache_dir).expanduser()
+    download = bool(cfg.download)
 
     data, raw = load_planetoid_data(name, root, cache_dir, download)
     split_info = apply_split(data, cfg, name, seed, has_masks=True)
     data, info = apply_missing_vector(data, rate, name, seed)
     # After the split and the erasure, so the same nodes train and lose their features whatever the order.
-    data, reorder_info = apply_reorder(data, str(cfg_get(cfg, "reorder", "none")))
+    data, reorder_info = apply_reorder(data, cfg.reorder)
     info.update(split_info, **reorder_info, raw_dir=str(raw.resolve()))
     info.update(num_nodes=int(data.num_nodes), num_edges=int(data.num_edges),
                 num_train=int(data.train_mask.sum()), num_val=int(data.val_mask.sum()),
@@ -145,5 +135,5 @@ def load_planetoid(cfg: Any, seed: int, device: torch.device | str | None = None
     def batches(generator: torch.Generator | None = None) -> list[Data]:
         return [data]
 
-    return TaskData(name=str(cfg_get(cfg, "name", name.lower())), spec=spec, metric="acc",
+    return TaskData(name=cfg.name, spec=spec, metric="acc",
                     train_batches=batches, eval_batches=lambda: [data], info=info)

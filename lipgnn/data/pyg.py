@@ -14,12 +14,12 @@ several stored splits, masks of shape [N, k], uses column ``seed mod k``); a dat
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch_geometric.data import Data
 
-from lipgnn.data.common import DEFAULT_CACHE, DEFAULT_ROOT, as_bool, cfg_get, file_lock, mirror_file
+from lipgnn.config_schema import PygConfig
+from lipgnn.data.common import file_lock, mirror_file
 from lipgnn.data.reorder import apply_reorder
 from lipgnn.data.spec import DataSpec, TaskData
 from lipgnn.data.splits import apply_split
@@ -49,13 +49,12 @@ def _raw_dir(cls: type, work: Path, pyg_name: str | None) -> Path:
         return work / pyg_name / "raw" if pyg_name is not None else work / "raw"
 
 
-def load_pyg(cfg: Any, seed: int, device: torch.device | str | None = None) -> TaskData:
-    cls_name = str(cfg_get(cfg, "cls", ""))
+def load_pyg(cfg: PygConfig, seed: int, device: torch.device | str | None = None) -> TaskData:
+    cls_name = cfg.cls
     cls = dataset_class(cls_name)
-    pyg_name = cfg_get(cfg, "pyg_name")
-    root = Path(str(cfg_get(cfg, "root", DEFAULT_ROOT))).expanduser()
-    cache_dir = Path(str(cfg_get(cfg, "cache_dir", DEFAULT_CACHE))).expanduser()
-    download = as_bool(cfg_get(cfg, "download", False), "download")
+    pyg_name = cfg.pyg_name
+    root, cache_dir = Path(cfg.root).expanduser(), Path(cfg.cache_dir).expanduser()
+    download = bool(cfg.download)
     work = cache_dir / "pyg" / cls_name
     source = root / str(pyg_name or cls_name) / "raw"
     if not root.is_dir():
@@ -81,7 +80,7 @@ def load_pyg(cfg: Any, seed: int, device: torch.device | str | None = None) -> T
             raise DatasetNotFoundError(f"{cls_name}({pyg_name or ''}) could not be loaded from {raw} "
                                        f"({type(exc).__name__}: {exc})".replace("\n", " ")) from exc
     data = dataset[0]
-    name = str(cfg_get(cfg, "name", cls_name)).lower()
+    name = cfg.name.lower()
     graph = Data(x=data.x.float(), edge_index=data.edge_index, y=data.y.view(-1).long())
     has_masks = all(getattr(data, f"{s}_mask", None) is not None for s in ("train", "val", "test"))
     if has_masks:
@@ -89,7 +88,7 @@ def load_pyg(cfg: Any, seed: int, device: torch.device | str | None = None) -> T
             mask = getattr(data, f"{split}_mask")
             setattr(graph, f"{split}_mask", mask[:, seed % mask.size(1)] if mask.dim() == 2 else mask)
     info = apply_split(graph, cfg, name, seed, has_masks)
-    graph, reorder_info = apply_reorder(graph, str(cfg_get(cfg, "reorder", "none")))  # after the split
+    graph, reorder_info = apply_reorder(graph, cfg.reorder)  # after the split
     info.update(reorder_info)
     info.update(raw_dir=str(Path(raw).resolve()), num_nodes=int(graph.num_nodes), num_edges=int(graph.num_edges),
                 num_train=int(graph.train_mask.sum()), num_val=int(graph.val_mask.sum()),

@@ -15,7 +15,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from lipgnn.data.common import cfg_get, make_generator
+from lipgnn.config_schema import RandomSplitMixin
+from lipgnn.data.common import make_generator
 from lipgnn.errors import ConfigError
 
 
@@ -50,17 +51,16 @@ def random_split(y: Tensor, name: str, seed: int, *, train_per_class: int | None
     return masks[0], masks[1], masks[2]
 
 
-def apply_split(data: Any, cfg: Any, name: str, seed: int, has_masks: bool) -> dict[str, Any]:
+def apply_split(data: Any, cfg: RandomSplitMixin, name: str, seed: int, has_masks: bool) -> dict[str, Any]:
     """Set ``data``'s masks by ``dataset.split`` (public = the dataset's own masks); returns the split's info."""
-    split = cfg_get(cfg, "split", "public")
-    if split == "public":
+    if cfg.split == "public":
         if not has_masks:
             raise ConfigError(f"dataset {name} has no split masks of its own; use dataset.split=random "
                               "(with dataset.train_per_class=<k> or the train/val/test fractions)")
         return {"split": "public"}
-    per_class = cfg_get(cfg, "train_per_class")
-    fractions = {k: float(cfg_get(cfg, k, d)) for k, d in
-                 (("train_fraction", 0.6), ("val_fraction", 0.2), ("test_fraction", 0.2))}
+    per_class = cfg.train_per_class
+    fractions = {"train_fraction": float(cfg.train_fraction), "val_fraction": float(cfg.val_fraction),
+                 "test_fraction": float(cfg.test_fraction)}
     data.train_mask, data.val_mask, data.test_mask = random_split(
         data.y.view(-1), name, seed, train_per_class=None if per_class is None else int(per_class), **fractions)
     policy = {"train_per_class": per_class} if per_class is not None else fractions

@@ -36,20 +36,17 @@ import math
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import torch
 from sklearn.model_selection import train_test_split
 from torch import Tensor
 from torch_geometric.data import Data
 
-from lipgnn.data.common import DEFAULT_CACHE, as_int, cfg_get, make_generator, stable_seed
+from lipgnn.config_schema import TreesConfig
+from lipgnn.data.common import make_generator, stable_seed
 from lipgnn.data.spec import DataSpec, TaskData
-from lipgnn.errors import ConfigError
 
-MAX_DEPTH = 16
 CACHE_VERSION = 2
-SAMPLINGS = ("alon_yahav", "trees")
 # Alon & Yahav's DictionaryLookupDataset constants: permutations per depth and examples per depth.
 AY_PERMUTATIONS = 1000
 AY_MAX_EXAMPLES = 32000
@@ -234,21 +231,11 @@ def tree_labels(perm: Tensor, target: Tensor) -> Tensor:
     return perm.gather(1, (target - 1).view(-1, 1)).view(-1) + 1
 
 
-def load_trees(cfg: Any, seed: int, device: torch.device | str | None = None) -> TaskData:
+def load_trees(cfg: TreesConfig, seed: int, device: torch.device | str | None = None) -> TaskData:
     """``TaskData`` for the TREES config: mini-batches of ``batch_size`` whole trees."""
-    depth = as_int(cfg_get(cfg, "tree_depth", 3), "tree_depth", 1, MAX_DEPTH)
-    num_trees = as_int(cfg_get(cfg, "num_trees", 5000), "num_trees", 1)
-    batch_size = as_int(cfg_get(cfg, "batch_size", 1024), "batch_size", 1)
-    sampling = str(cfg_get(cfg, "sampling", "alon_yahav"))
-    if sampling not in SAMPLINGS:
-        raise ConfigError(f"dataset.sampling={sampling!r} is unknown; use alon_yahav (Alon & Yahav's examples) "
-                          "or trees (dataset.num_trees trees)")
-    train_fraction = cfg_get(cfg, "train_fraction", 0.8)
-    if isinstance(train_fraction, bool) or not isinstance(train_fraction, (int, float)) \
-            or not 0 < train_fraction <= 1:
-        raise ConfigError(f"dataset.train_fraction must be in (0, 1], got {train_fraction!r}")
-    cache = cfg_get(cfg, "cache_dir", DEFAULT_CACHE)
-    cache_dir = Path(str(cache)).expanduser() if cache else None
+    depth, num_trees, batch_size, sampling = cfg.tree_depth, cfg.num_trees, cfg.batch_size, cfg.sampling
+    train_fraction = cfg.train_fraction
+    cache_dir = Path(cfg.cache_dir).expanduser()
 
     perm, target = load_or_generate(depth, num_trees, seed, cache_dir, sampling)
     count = target.numel()
@@ -270,5 +257,5 @@ def load_trees(cfg: Any, seed: int, device: torch.device | str | None = None) ->
     info = {"tree_depth": depth, "sampling": sampling, "num_examples": count,
             "num_train": int((split == 0).sum()), "num_val": int((split == 1).sum()),
             "num_test": int((split == 2).sum())}
-    return TaskData(name=str(cfg_get(cfg, "name", "trees")), spec=spec, metric="acc",
+    return TaskData(name=cfg.name, spec=spec, metric="acc",
                     train_batches=train_batches, eval_batches=eval_batches, info=info)

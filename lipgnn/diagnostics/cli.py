@@ -66,8 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from lipgnn.diagnostics.runner import build_untrained, compose, energy_options
+    from lipgnn.config import compose
     from lipgnn.diagnostics.tracing import trace_layers
+    from lipgnn.runs.kinds.energy import build_untrained, energy_options
 
     torch.set_num_threads(1)
     try:

@@ -23,21 +23,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--steps", type=int, default=5, help="gradient-ascent steps per layer (0: at the input only)")
 
 
-def compose(overrides: list[str]):
-    """The composed, validated run config for ``overrides`` (the same config ``train.py`` would run)."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    from lipgnn.config import CONF_DIR, validate
-
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = hydra_compose(config_name="config", overrides=list(overrides))
-    validate(cfg)
-    return cfg
-
-
 def _load_weights(model: torch.nn.Module, path: str) -> None:
     if not Path(path).is_file():
         raise ConfigError(f"--checkpoint {path}: no such file; give a trainer checkpoint or a saved state_dict")
@@ -58,6 +43,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     from omegaconf.errors import OmegaConfBaseException
     from torch_geometric import seed_everything
 
+    from lipgnn.config import compose
     from lipgnn.data import load
     from lipgnn.lipschitz.layers import estimate_layers, format_report
     from lipgnn.models import build_model

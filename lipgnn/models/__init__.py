@@ -1,5 +1,6 @@
 """Model zoo: deep GCN / GGNN / GIN / GAT / GT / GCNII with none | pairnorm | layernorm | lip, Pre-/Post-LN
-blocks (``model.layer_norm``), Guan & He's SAN and nonlocal message passing (``model.nonlocal``)."""
+blocks (``model.layer_norm``), Guan & He's SAN and nonlocal message passing (``model.nonlocal``); one builder
+per family, registered by name (:mod:`lipgnn.models.registry`, :mod:`lipgnn.models.families`)."""
 
 from lipgnn.models.blocks import EmbeddingSum, GNNBlock
 from lipgnn.models.builder import (
@@ -16,6 +17,7 @@ from lipgnn.models.builder import (
 from lipgnn.models.deep import DeepGNN
 from lipgnn.models.grad_norms import attention_grad_norms, attention_parameters
 from lipgnn.models.nonlocal_mp import NonlocalScale, head_laplacian_energy
+from lipgnn.models.registry import register_model, registered_models
 from lipgnn.models.san import SANBlock
 
 __all__ = [
@@ -35,5 +37,7 @@ __all__ = [
     "build_model",
     "head_laplacian_energy",
     "plain_conv_class",
+    "register_model",
+    "registered_models",
     "xavier_init_",
 ]

@@ -115,10 +115,9 @@ def training_distance(frame: pd.DataFrame, paper: dict[str, Any]) -> list[str]:
 
 def budget_distance(name: str) -> list[str]:
     """Kim et al.'s ``cpu`` budget against the ``paper`` one, key by key (lists by their length)."""
-    from lipgnn.lipschitz.experiments import BUDGETS
+    from lipgnn.runs.kinds.kim import budget_params
 
-    budgets = BUDGETS.get(name, {})
-    cpu, paper = budgets.get("cpu", {}), budgets.get("paper", {})
+    cpu, paper = budget_params(name, "cpu"), budget_params(name, "paper")
     parts = []
     for key, want in paper.items():
         have = cpu.get(key)

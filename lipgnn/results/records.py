@@ -18,6 +18,7 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from lipgnn.config import CONF_DIR
+from lipgnn.config_schema import FAMILIES
 from lipgnn.identity import config_key as identity_config_key
 from lipgnn.identity import get_dotted
 
@@ -53,10 +54,11 @@ IGNORED_CONFIG_KEYS: tuple[str, ...] = (
     "train.checkpoint_activations", "train.num_threads",
 )
 
-_MODEL_NAMES = {"gat": "GAT", "gt": "GT", "gcn": "GCN", "gin": "GIN", "ggnn": "GGNN", "gcnii": "GCNII"}
+# Each family's label, and the families whose `residual` key is unused (GCNII always has its initial residual):
+# declared once in lipgnn.config_schema.FAMILIES.
+_MODEL_NAMES = {name: family.label for name, family in FAMILIES.items()}
 _NORM_SUFFIX = {"none": "", "": "", "pairnorm": "-Pn", "layernorm": "-Ln", "lip": "-Lip"}
-# GCNII always has its initial residual; its `residual` key is unused (conf/model/gcnii.yaml).
-_NO_RESIDUAL_SUFFIX = {"gcnii"}
+_NO_RESIDUAL_SUFFIX = {name for name, family in FAMILIES.items() if not family.residual}
 
 
 def variant_label(model: str, norm: str | None, residual: bool = False) -> str:

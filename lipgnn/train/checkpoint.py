@@ -16,7 +16,7 @@ header of another::
   types for that reason (numpy's state becomes a tensor of its keys).
 
 A file that is not such a checkpoint (truncated, a planted pickle, written by older code, a SHA mismatch)
-raises :class:`InvalidCheckpoint`; the run moves it aside and starts fresh (``lipgnn.train.run``).
+raises :class:`InvalidCheckpoint`; the run moves it aside and starts fresh (``lipgnn.runs.layer``).
 Why by hand: torch's checkpoint formats either unpickle (``weights_only=False``) or cannot hold a header that
 is readable without loading the tensors; safetensors holds tensors only (no optimiser state or RNG tuples).
 """

@@ -22,7 +22,7 @@ The cost: cycles that became garbage during the imports (about 12,000 objects, a
 rest instead of being freed. A full collection to free them first costs as much as one of the collections
 the pause saves.
 
-Library code calling :func:`lipgnn.train.run.run` never pauses, so :func:`resume` does nothing there. A
+Library code calling :func:`lipgnn.runs.run` never pauses, so :func:`resume` does nothing there. A
 collector that the caller turned off itself stays off.
 """
 

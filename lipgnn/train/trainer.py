@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from lipgnn.config import typed
+from lipgnn.config_schema import TrainConfig
 from lipgnn.errors import ConfigError
 from lipgnn.train import faults
 from lipgnn.train.checkpoint import load_checkpoint, restore_rng_state, rng_state, save_checkpoint
@@ -111,7 +112,7 @@ def set_warmup_lr(optimizer: torch.optim.Optimizer, peak: float, warmup_epochs: 
 class Trainer:
     def __init__(
         self,
-        cfg: DictConfig,
+        cfg: Any,
         *,
         device: torch.device,
         seed: int,
@@ -123,7 +124,8 @@ class Trainer:
         checkpoint_extra: Callable[[], dict[str, Any]] | None = None,
         resume_state: dict[str, Any] | None = None,
     ) -> None:
-        self.cfg = cfg
+        # ``train``'s keys as the schema's dataclass: a composed ``cfg.train`` (or a mapping) is converted here.
+        self.cfg: TrainConfig = typed(cfg, TrainConfig)
         self.device = device
         self.seed = seed
         self.logger = logger or NullLogger()
@@ -132,7 +134,7 @@ class Trainer:
         self.checkpoint_path = checkpoint_path
         self.desc = desc
         self.checkpoint_extra = checkpoint_extra
-        # The checkpoint's state when the caller has loaded it already (lipgnn.train.run validates it before
+        # The checkpoint's state when the caller has loaded it already (lipgnn.runs.layer validates it before
         # training); else fit() loads checkpoint_path itself.
         self.resume_state = resume_state
         self.graphed: GraphedStep | None = None  # train.cuda_graphs: set up by fit()
@@ -143,24 +145,24 @@ class Trainer:
     # ------------------------------------------------------------------ the loop
     def fit(self, model: torch.nn.Module, task: Any) -> FitResult:
         cfg = self.cfg
-        graphs = bool(cfg.get("cuda_graphs", False))
+        graphs = bool(cfg.cuda_graphs)
         optimizer = adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, capturable=graphs)
         scheduler = None
         if cfg.scheduler == "plateau":
             scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
                 optimizer, mode=cfg.plateau_mode, factor=cfg.plateau_factor, patience=cfg.plateau_patience,
-                threshold_mode=cfg.get("plateau_threshold_mode", "rel"))
+                threshold_mode=cfg.plateau_threshold_mode)
         # Mini-batch order comes from its own generator, so it is reproducible and checkpointable.
         shuffle = torch.Generator().manual_seed(self.seed)
         state = _State(history={k: [] for k in ("epoch", "loss", "val_loss", "lr", *SPLITS)}, best=_empty_point())
         if self.grad_norms:
             state.history["grad_norms"] = []
-        online = cfg.get("train_metric", "eval") == "online"
+        online = cfg.train_metric == "online"
         if online:
             if task.spec.multilabel:
                 raise ValueError("train.train_metric=online measures accuracy; it needs a single-label task")
             state.history["train_online"] = []
-        track_train = online or bool(cfg.get("stop_at_train", 0)) or bool(cfg.get("train_patience", 0))
+        track_train = online or bool(cfg.stop_at_train) or bool(cfg.train_patience)
         resumed_from = self._maybe_resume(model, optimizer, scheduler, shuffle, state, task)
         self.graphed = None
         if graphs:  # after the resume: a checkpoint from an eager run holds the rate as a float
@@ -173,7 +175,7 @@ class Trainer:
         bar = tqdm(range(state.epoch + 1, cfg.epochs + 1), desc=self.desc, disable=not self.progress,
                    leave=False, dynamic_ncols=True)
         for epoch in bar:
-            set_warmup_lr(optimizer, cfg.lr, int(cfg.get("warmup_epochs", 0) or 0), epoch)
+            set_warmup_lr(optimizer, cfg.lr, cfg.warmup_epochs, epoch)
             loss, norms = self._train_epoch(model, task, optimizer, shuffle, state.online if online else None)
             loss = faults.maybe_nan(self.desc, epoch, loss)
             if not math.isfinite(loss):
@@ -242,8 +244,7 @@ class Trainer:
 
     def _train_done(self, state: _State) -> bool:
         """``stop_at_train`` reached, or ``train_patience`` evaluations without improvement."""
-        target = float(self.cfg.get("stop_at_train", 0) or 0)
-        patience = int(self.cfg.get("train_patience", 0) or 0)
+        target, patience = float(self.cfg.stop_at_train), self.cfg.train_patience
         best = state.best_train.get("train")
         if target and best is not None and best >= target:
             return True

@@ -23,19 +23,24 @@ Layout (one job per module, as PyG splits ``torch_geometric.nn.conv`` from ``tor
 ``activation``              ELU (the deep GAT/GT blocks' activation) as one compiled loop each way
 ``kernels``                 what the compiled CPU loops (numba) share: the switch to their eager twins
                             (each in the module that calls it; CUDA, or ``LIPGNN_KERNELS=eager``), the
-                            decorators; the loops by family: ``score_kernels`` (attention scores and
-                            LipschitzNorm), ``sparse_kernels`` (SDDMM, row softmax, SpMM), and
-                            ``elementwise_kernels`` (dropout, ELU, GRU cell, PairNorm)
+                            decorators. The loops themselves live in ``*_kernels`` modules, one per layer
+                            family (``gat_kernels``, ``san_kernels`` + ``san_vector_kernels``,
+                            ``gru_kernels``, ``pair_norm_kernels``) or per family of operations that
+                            several layers share (``sparse_kernels``: SDDMM, row softmax, SpMM;
+                            ``score_kernels``: attention scores and LipschitzNorm; ``elementwise_kernels``:
+                            dropout, ELU); the convention is :mod:`lipgnn.nn.fused.kernels`' docstring
 ``gat_conv``                :class:`FusedLipGATConv`
 ``gcn_conv``                :class:`FusedGCNConv` (GCN's normalised propagation as one CSR product)
 ``gcn2_conv``               :class:`FusedGCN2Conv` (GCNII: the same propagation, PyG's initial residual)
 ``gated_graph_conv``        :class:`FusedGatedGraphConv` (GGNN: the message sum as one CSR product)
 ``gin_conv``                :class:`FusedGINConv` (GIN: the neighbour sum as one CSR product)
 ``gru``                     GGNN's GRU cell as one compiled loop each way around its gate GEMMs
+``gat_small``,              a whole GAT or GAT-Lip layer as one autograd operation (small graphs; one
+``gat_one_head``            head on larger graphs), their loops in ``gat_kernels``
 ``pair_norm``               :class:`FusedPairNorm` (PairNorm as one autograd operation, compiled passes)
 ``transformer_conv``        :class:`FusedLipTransformerConv`
-``san``, ``san_kernels``    the SAN block's attention (all heads, the nonlocal energy) as one operation
-                            and its compiled loops (``model=san``)
+``san``                     the SAN block's attention (all heads, the nonlocal energy) as one operation
+                            (``model=san``), its loops in ``san_kernels`` and ``san_vector_kernels``
 ==========================  ===========================================================================
 
 The layers are drop-in subclasses of :class:`~lipgnn.nn.LipGATConv` and

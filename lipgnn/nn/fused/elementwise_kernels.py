@@ -1,6 +1,6 @@
-r"""Compiled CPU loops (numba) of the per-node layers: dropout, ELU (alone and finishing a CSR aggregation),
-GGNN's GRU cell and PairNorm (:mod:`lipgnn.nn.fused.dropout`, :mod:`~lipgnn.nn.fused.activation`,
-:mod:`~lipgnn.nn.fused.gru`, :mod:`~lipgnn.nn.fused.pair_norm`, :mod:`~lipgnn.nn.fused.sparse`).
+r"""Compiled CPU loops (numba) of the per-element passes every deep block shares: dropout and ELU (alone and
+finishing a CSR aggregation) (:mod:`lipgnn.nn.fused.dropout`, :mod:`~lipgnn.nn.fused.activation`,
+:mod:`~lipgnn.nn.fused.sparse`, and the row code that the GAT loops of :mod:`~lipgnn.nn.fused.gat_kernels` reuse).
 
 - **Dropout** (:mod:`lipgnn.nn.fused.dropout`): ``F.dropout`` draws a float per element with
   torch's generator, stores a mask and multiplies (15 ms on PubMed's ``[19717, 64]``, one thread,
@@ -14,12 +14,6 @@ GGNN's GRU cell and PairNorm (:mod:`lipgnn.nn.fused.dropout`, :mod:`~lipgnn.nn.f
   backward reads the output only.
   The same row code finishes each row of a concatenating GAT layer's aggregation (its sum, bias and
   ELU in one pass over the CSR rows), so that sum is never written out and read back.
-- **GRU cell** (GGNN's update, :mod:`lipgnn.nn.fused.gru`): torch's CPU ``GRUCell`` runs the gates as about
-  ten elementwise passes over ``[N, C]`` and ``[N, 3C]`` forward and more backward, with the gate
-  gradients concatenated from chunks; here one loop each way between the two gate GEMMs.
-- **PairNorm** (:mod:`lipgnn.nn.fused.pair_norm`): PyG's version runs about eight elementwise operations
-  forward and more backward; on Fig. 5's small tree batches their per-operation cost dominated. Here one
-  pass of column sums and one output pass each way.
 
 The loops are compiled with the decorators of :mod:`lipgnn.nn.fused.kernels` (numba, cached on disk
 next to this file); each has an eager twin in the module that calls it, which runs where
@@ -34,12 +28,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from lipgnn.nn.fused.kernels import _jit, _jit_fast, _jit_fast_div, _jit_inline, _np, _zero, numba
+from lipgnn.nn.fused.kernels import _jit, _jit_fast, _jit_inline, _np, _zero, numba
 
-__all__ = [
-    "bias_elu", "bias_elu_backward", "dropout_", "dropout_rows_", "gru_cell", "gru_cell_backward",
-    "pair_norm_backward", "pair_norm_forward", "spmm_bias_elu",
-]
+__all__ = ["bias_elu", "bias_elu_backward", "dropout_", "dropout_rows_", "spmm_bias_elu"]
 
 
 if numba is not None:
@@ -178,138 +169,6 @@ if numba is not None:
                 if with_bias:
                     grad_bias[t] += g
 
-    # GRU cell (torch.nn.GRUCell's equations, lipgnn.nn.fused.gru) from its two gate pre-activations
-    # gi = W_i m + b_i, gh = W_h h + b_h ([N, 3C], gates r | z | n): one pass forward, one backward. float32
-    # only: sigmoid and tanh use the Cephes exp of _bias_elu on -|a| (always <= 0): sigmoid(a) = 1 / (1 + e)
-    # for a > 0, e / (1 + e) otherwise, with e = exp(-|a|); tanh(a) = sign(a) (1 - e) / (1 + e), e = exp(-2|a|).
-
-    @_jit_fast_div  # divisors 1 + e >= 1
-    def _gru_cell(gi, gh, h, out, saved, one):  # pragma: no cover - compiled
-        n, c3 = gi.shape
-        c_dim = c3 // 3
-        c2 = 2 * c_dim
-        zero, lo, half, two = one - one, one * np.float32(-87.0), one * np.float32(0.5), one + one
-        log2e, ln2_hi, ln2_lo = np.float32(1.4426950408889634), np.float32(0.693359375), np.float32(-2.12194440e-4)
-        p0, p1, p2 = np.float32(1.9875691500e-4), np.float32(1.3981999507e-3), np.float32(8.3334519073e-3)
-        p3, p4, p5 = np.float32(4.1665795894e-2), np.float32(1.6666665459e-1), np.float32(5.0000001201e-1)
-        pre = np.empty(c2, np.float32)   # r | z pre-activations, then n's in the first C
-        gate = np.empty(c2, np.float32)  # exp polynomial, then r | z
-        bits = np.empty(c2, np.int32)
-        pow2 = bits.view(np.float32)
-        for i in range(n):
-            for t in range(c2):
-                a = gi[i, t] + gh[i, t]
-                pre[t] = a
-                u = -a if a > zero else a
-                u = lo if u < lo else u  # keeps a NaN (which then stays NaN to the output)
-                kn = np.int32(half - u * log2e)
-                kf = np.float32(kn)
-                r = u + kf * ln2_hi + kf * ln2_lo
-                p = ((((p0 * r + p1) * r + p2) * r + p3) * r + p4) * r + p5
-                gate[t] = p * r * r + r + one
-                bits[t] = (np.int32(127) - kn) << np.int32(23)
-            for t in range(c2):
-                e = gate[t] * pow2[t]
-                gate[t] = (one if pre[t] > zero else e) / (one + e)
-            for c in range(c_dim):
-                a = gi[i, c2 + c] + gate[c] * gh[i, c2 + c]
-                pre[c] = a
-                u = -two * a if a > zero else two * a
-                u = lo if u < lo else u  # keeps a NaN (which then stays NaN to the output)
-                kn = np.int32(half - u * log2e)
-                kf = np.float32(kn)
-                r = u + kf * ln2_hi + kf * ln2_lo
-                p = ((((p0 * r + p1) * r + p2) * r + p3) * r + p4) * r + p5
-                pre[c_dim + c] = p * r * r + r + one
-                bits[c] = (np.int32(127) - kn) << np.int32(23)
-            for c in range(c_dim):
-                e = pre[c_dim + c] * pow2[c]
-                pre[c_dim + c] = ((one - e) if pre[c] > zero else (e - one)) / (one + e)
-            for c in range(c_dim):
-                nn = pre[c_dim + c]
-                out[i, c] = nn + gate[c_dim + c] * (h[i, c] - nn)
-            for c in range(c_dim):
-                saved[0, i, c] = gate[c]
-            for c in range(c_dim):
-                saved[1, i, c] = gate[c_dim + c]
-            for c in range(c_dim):
-                saved[2, i, c] = pre[c_dim + c]
-            for c in range(c_dim):
-                saved[3, i, c] = gh[i, c2 + c]
-
-    @_jit_fast
-    def _gru_cell_bwd(grad, h, saved, d_gi, d_gh, d_h, one):  # pragma: no cover - compiled
-        # one output array per loop: with several, LLVM left the loop scalar (possible aliasing)
-        n, c_dim = grad.shape
-        c2 = 2 * c_dim
-        for i in range(n):
-            for c in range(c_dim):
-                d_h[i, c] = grad[i, c] * saved[1, i, c]
-            for c in range(c_dim):
-                z, nn = saved[1, i, c], saved[2, i, c]
-                g = grad[i, c]
-                d_n = g * (one - z) * (one - nn * nn)       # through tanh
-                r = saved[0, i, c]
-                d_gi[i, c] = d_n * saved[3, i, c] * r * (one - r)
-                d_gi[i, c_dim + c] = g * (h[i, c] - nn) * z * (one - z)  # through sigmoid
-                d_gi[i, c2 + c] = d_n
-            for c in range(c2):
-                d_gh[i, c] = d_gi[i, c]
-            for c in range(c_dim):
-                d_gh[i, c2 + c] = d_gi[i, c2 + c] * saved[0, i, c]
-
-    # PairNorm (lipgnn.nn.fused.pair_norm), one call each way: column sums in float64 in one pass, then the
-    # per-column and scalar factors, then one output pass. Scalars that must stay in the data's float type go
-    # through one-element arrays of it (a float64 scalar would promote the output pass).
-
-    @_jit_fast
-    def _pair_norm_fwd(x, scale, eps, mean, factor, out):  # pragma: no cover - compiled
-        # mean[c] = Σ_i x[i, c] / N; r = sqrt(eps + Σ_i ‖x_i‖² / N − ‖mean‖²) (returned, float64);
-        # out = (x − mean) · scale / r, with factor[0] = scale / r in x's type
-        n, c_dim = x.shape
-        col_sum = np.zeros(c_dim, np.float64)
-        col_sq = np.zeros(c_dim, np.float64)
-        for i in range(n):
-            for c in range(c_dim):
-                v = np.float64(x[i, c])
-                col_sum[c] += v
-                col_sq[c] += v * v
-        total_sq = 0.0
-        mean_sq = 0.0
-        for c in range(c_dim):
-            m = col_sum[c] / n
-            mean[c] = m
-            total_sq += col_sq[c]
-            mean_sq += m * m
-        r = np.sqrt(eps + max(total_sq / n - mean_sq, 0.0))
-        factor[0] = scale / r
-        k = factor[0]
-        for i in range(n):
-            for c in range(c_dim):
-                out[i, c] = (x[i, c] - mean[c]) * k
-        return r
-
-    @_jit_fast
-    def _pair_norm_bwd(g, x, mean, k, r, factor, g_mean, out):  # pragma: no cover - compiled
-        # D = Σ_ic g (x − mean), q = D / (N r²), g_mean = Σ_i g / N; out = k (g − g_mean − (x − mean) q), with
-        # factor[0] = q in x's type
-        n, c_dim = x.shape
-        g_sum = np.zeros(c_dim, np.float64)
-        gx_sum = np.zeros(c_dim, np.float64)
-        for i in range(n):
-            for c in range(c_dim):
-                v = np.float64(g[i, c])
-                g_sum[c] += v
-                gx_sum[c] += v * (x[i, c] - mean[c])
-        total = 0.0
-        for c in range(c_dim):
-            g_mean[c] = g_sum[c] / n
-            total += gx_sum[c]
-        factor[0] = total / (n * r * r)
-        q = factor[0]
-        for i in range(n):
-            for c in range(c_dim):
-                out[i, c] = k * (g[i, c] - g_mean[c] - (x[i, c] - mean[c]) * q)
 
 
 def bias_elu(x: Tensor, bias: Tensor | None, alpha: float) -> Tensor:
@@ -339,40 +198,6 @@ def bias_elu_backward(grad: Tensor, y: Tensor, alpha: float, with_bias: bool) ->
     grad_bias = np.zeros(grad.size(1) if with_bias else 1, np.float64)
     _bias_elu_bwd(_np(grad), _np(y), out.numpy(), grad_bias, with_bias, _zero(y) + alpha)
     return out, (torch.from_numpy(grad_bias).to(grad.dtype) if with_bias else None)
-
-
-def gru_cell(gi: Tensor, gh: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
-    """The GRU cell's new state ``[N, C]`` from the gate pre-activations ``gi``, ``gh`` (``[N, 3C]``, float32)
-    and the state ``h``, and what its backward reads: ``[4, N, C]`` = (r, z, n, the n-gate's ``gh`` part)."""
-    out = h.new_empty(h.shape)
-    saved = h.new_empty(4, h.size(0), h.size(1))
-    _gru_cell(_np(gi), _np(gh), _np(h), out.numpy(), saved.numpy(), _zero(h) + 1)
-    return out, saved
-
-
-def gru_cell_backward(grad: Tensor, h: Tensor, saved: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """``(∂L/∂gi, ∂L/∂gh, ∂L/∂h)`` of :func:`gru_cell` (the last without the gate pre-activations' share)."""
-    n, c = h.shape
-    d_gi, d_gh, d_h = h.new_empty(n, 3 * c), h.new_empty(n, 3 * c), h.new_empty(n, c)
-    _gru_cell_bwd(_np(grad), _np(h), _np(saved), d_gi.numpy(), d_gh.numpy(), d_h.numpy(), _zero(h) + 1)
-    return d_gi, d_gh, d_h
-
-
-def pair_norm_forward(x: Tensor, scale: float, eps: float) -> tuple[Tensor, Tensor, float, np.generic]:
-    """PairNorm's ``(out, mean, r, k)``: ``out = (x − mean) k`` with the column means ``mean`` of ``x`` ``[N, C]``,
-    ``r = sqrt(eps + Σ_i ‖x_i − mean‖² / N)`` and ``k = scale / r`` (in ``x``'s float type)."""
-    out, mean = x.new_empty(x.shape), x.new_empty(x.size(1))
-    factor = np.empty(1, dtype=_zero(x).dtype)
-    r = _pair_norm_fwd(_np(x), float(scale), float(eps), mean.numpy(), factor, out.numpy())
-    return out, mean, float(r), factor[0]
-
-
-def pair_norm_backward(g: Tensor, x: Tensor, mean: Tensor, k: np.generic, r: float) -> Tensor:
-    """PairNorm's ``∂L/∂x = k (g − ḡ − (x − mean) q)``, ``q = Σ g (x − mean) / (N r²)``, for ``g = ∂L/∂out``."""
-    out, g_mean = x.new_empty(x.shape), x.new_empty(x.size(1))
-    _pair_norm_bwd(_np(g), _np(x), _np(mean), k, float(r), np.empty(1, dtype=_zero(x).dtype), g_mean.numpy(),
-                   out.numpy())
-    return out
 
 
 def dropout_(x: Tensor, out: Tensor, seed: int, keep: float) -> Tensor:

@@ -48,7 +48,8 @@ The softmax is shifted by the row maximum, where the general path's GAT-Lip shif
 decisions (:func:`small_gat`); the backward then sees :math:`\partial\alpha_{ij} = m_{ij} (g_i\cdot z_j)/(1-p)`.
 The authors' reference variant, edge features and a residual projection take the general path, which is also this
 function's eager twin (CUDA, ``LIPGNN_KERNELS=eager``). Both paths are tested equal to PyG's ``GATConv`` and to
-:class:`lipgnn.nn.LipGATConv`, and to each other with attention dropout (``tests/test_fused_gat_small.py``).
+:class:`lipgnn.nn.LipGATConv`, and to each other with attention dropout (``tests/test_fused_gat_small.py``). The
+compiled loops are :mod:`lipgnn.nn.fused.gat_kernels`' ``small_*``.
 """
 
 from __future__ import annotations
@@ -57,10 +58,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from lipgnn.nn.fused import elementwise_kernels, kernels
+from lipgnn.nn.fused import gat_kernels, kernels
 from lipgnn.nn.fused.dropout import dropout
 from lipgnn.nn.fused.graph import CSRGraph
-from lipgnn.nn.fused.kernels import _np, _zero, numba
+from lipgnn.nn.fused.kernels import _np, _zero
 from lipgnn.nn.lipschitz import EPS
 
 __all__ = ["SMALL_EDGE_CHANNELS", "applies", "small_gat"]
@@ -74,254 +75,6 @@ __all__ = ["SMALL_EDGE_CHANNELS", "applies", "small_gat"]
 #: per node, 4 heads of 8: 2,708 nodes (0.5 M) 1.15x and 1.11x, 8,000 nodes (1.5 M) 1.11x and 0.91x; PubMed with
 #: 1 head of 64 (108,365 edges: 6.9 M) 0.7x and 0.8x, so it stays above the limit.
 SMALL_EDGE_CHANNELS = 1 << 21
-
-if numba is not None:
-    _jit = numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
-
-    # Arithmetic stays in the tensors' float type (the scalars ``zero``, ``one``, ``inv_heads`` and ``slope``
-    # are passed in it): a float literal, a Python float or an integer operand would promote the loops to
-    # float64 and the exponentials to double ``exp``. Tree batches have one to three edges per row, so every
-    # loop visits a row's edges with the heads innermost, and the channel loops run over a row's H·C values
-    # at once, with per-head factors spread to H·C-sized scratch rows first: LLVM vectorises those flat loops
-    # (the per-head 8-channel loops ran about 3x slower).
-
-    @_jit
-    def _scores(z, att_src, att_dst, rowptr, col, slope, alpha, node, lip, att_norm, lip_alpha, eps, zero,
-                one):  # pragma: no cover
-        # First half of the forward. z [N, H·C], att_* [H·C]; written: node [6, N, H] = the score terms s, t, the
-        # squared norms sq = ‖z_v,h‖², and with ``lip`` (eq. (17)) per target scale = α / c_i, nmax = max_j ‖z_j‖²
-        # and ties (its count; rows without edges leave these three unwritten, nothing reads them); alpha [E, H] the
-        # scores shifted by their row's maximum (<= 0; exponentiated by the caller); with ``lip`` also
-        # att_norm [H] = sqrt(‖a_src,h‖² + ‖a_dst,h‖² + eps²).
-        n, hc = z.shape
-        heads = node.shape[2]
-        width = hc // heads
-        s, t, sq, scale, nmax, ties = node[0], node[1], node[2], node[3], node[4], node[5]
-        if lip:
-            for h in range(heads):
-                q = eps * eps
-                for c in range(width):
-                    a = att_src[h * width + c]
-                    b = att_dst[h * width + c]
-                    q += a * a + b * b
-                att_norm[h] = np.sqrt(q)
-        prod_s = np.empty(hc, z.dtype)
-        prod_t = np.empty(hc, z.dtype)
-        prod_q = np.empty(hc, z.dtype)
-        for v in range(n):
-            for k in range(hc):
-                prod_s[k] = z[v, k] * att_src[k]
-                prod_t[k] = z[v, k] * att_dst[k]
-                prod_q[k] = z[v, k] * z[v, k]
-            for h in range(heads):
-                a = zero
-                b = zero
-                q = zero
-                for c in range(width):
-                    a += prod_s[h * width + c]
-                    b += prod_t[h * width + c]
-                    q += prod_q[h * width + c]
-                s[v, h] = a
-                t[v, h] = b
-                sq[v, h] = q
-        m = np.empty(heads, z.dtype)
-        k_row = np.empty(heads, z.dtype)
-        for i in range(n):
-            start, stop = rowptr[i], rowptr[i + 1]
-            if start == stop:
-                continue
-            for h in range(heads):
-                k_row[h] = one
-            if lip:  # eq. (17): c_i = ‖a_h‖ sqrt(‖z_i‖² + max_j ‖z_j‖²) + eps, from 0 like the general path
-                for h in range(heads):
-                    best = zero
-                    for e in range(start, stop):
-                        q = sq[col[e], h]
-                        best = q if q > best else best
-                    count = zero
-                    for e in range(start, stop):
-                        if sq[col[e], h] == best:
-                            count += one
-                    c_i = att_norm[h] * np.sqrt(sq[i, h] + best + eps * eps) + eps
-                    k_row[h] = lip_alpha / c_i
-                    scale[i, h] = k_row[h]
-                    nmax[i, h] = best
-                    ties[i, h] = count
-            for e in range(start, stop):
-                j = col[e]
-                for h in range(heads):
-                    u = (s[j, h] + t[i, h]) * k_row[h]
-                    u = u if u > zero else u * slope
-                    alpha[e, h] = u
-                    if e == start or u > m[h]:
-                        m[h] = u
-            for e in range(start, stop):
-                for h in range(heads):
-                    alpha[e, h] -= m[h]
-
-    @_jit
-    def _aggregate(z, rowptr, col, bias, concat, out, alpha, dropped, drop, elu, elu_alpha, zero, one,
-                   inv_heads):  # pragma: no cover
-        # Second half: alpha [E, H] holds exp(shifted scores); normalised in place (PyG's softmax), then
-        # out [N, H·C] (concat) or [N, C] = bias + the rows' weighted sums of z [N, H·C]; with ``dropped`` the
-        # weights are multiplied by drop [E, H] (attention dropout: 1 / (1 - p) or 0), alpha keeps them undropped;
-        # with ``elu`` (float32 only: elementwise_kernels._bias_elu_row's polynomial) each finished row becomes ELU(row)
-        # while it is in cache, as elementwise_kernels.bias_elu would in a second pass
-        n, hc = z.shape
-        heads = alpha.shape[1]
-        width = hc // heads
-        total = np.empty(heads, z.dtype)
-        weight = np.empty(hc, z.dtype)
-        row = np.empty(hc, z.dtype)
-        f_dim = out.shape[1]
-        no_bias = np.zeros(f_dim, z.dtype)
-        elu_h, elu_poly, elu_bits, elu_pow2 = elementwise_kernels._elu_row_scratch(f_dim)
-        for i in range(n):
-            start, stop = rowptr[i], rowptr[i + 1]
-            for k in range(hc):
-                row[k] = zero
-            if start < stop:
-                for h in range(heads):
-                    total[h] = zero
-                for e in range(start, stop):
-                    for h in range(heads):
-                        total[h] += alpha[e, h]
-                for h in range(heads):
-                    total[h] = one / (total[h] + np.float32(1e-16))
-                for e in range(start, stop):
-                    j = col[e]
-                    for h in range(heads):
-                        w = alpha[e, h] * total[h]
-                        alpha[e, h] = w
-                        if dropped:
-                            w = w * drop[e, h]
-                        for c in range(width):
-                            weight[h * width + c] = w
-                    for k in range(hc):
-                        row[k] += weight[k] * z[j, k]
-            if concat:
-                for k in range(hc):
-                    out[i, k] = bias[k] + row[k]
-            else:
-                for c in range(width):
-                    acc = zero
-                    for h in range(heads):
-                        acc += row[h * width + c]
-                    out[i, c] = bias[c] + acc * inv_heads
-            if elu:
-                elementwise_kernels._bias_elu_row(out[i], no_bias, out[i], elu_alpha, one, elu_h, elu_poly, elu_bits,
-                                                  elu_pow2)
-
-    @_jit
-    def _backward(grad, z, att_src, att_dst, rowptr, col, slope, concat, alpha, dropped, drop, node, lip, att_norm,
-                  lip_alpha, eps, grad_z, grad_att_src, grad_att_dst, grad_bias, delta, grad_node, elu, y, elu_alpha,
-                  zero, one, inv_heads):  # pragma: no cover
-        # grad [N, H·C] or [N, C]; z, grad_z [N, H·C] (grad_z zeroed); att_* [H·C]; alpha (undropped), dropped,
-        # drop, node and att_norm as the forward had them; grad_node [3, N, H] scratch (zeroed): the gradients of s,
-        # t and sq; written: grad_att_* [H·C], grad_bias [H·C] or [C] (summed in float64); delta [max degree, H]
-        # scratch. With attention dropout the weights are a·m (m = drop[e, h]), so ∂z_j gets a·m·g_i and the
-        # softmax sees ∂a = m·(g_i·z_j). With ``elu``, grad is the ELU output's and y that output: each row is
-        # first taken through the ELU (∂/∂x = 1 for y > 0, y + α otherwise: the rule of
-        # elementwise_kernels.bias_elu_backward).
-        n, hc = z.shape
-        heads = node.shape[2]
-        width = hc // heads
-        two = one + one
-        s, t, sq, scale, nmax, ties = node[0], node[1], node[2], node[3], node[4], node[5]
-        grad_s, grad_t, grad_sq = grad_node[0], grad_node[1], grad_node[2]
-        g_row = np.empty(hc, z.dtype)
-        prod = np.empty(hc, z.dtype)
-        weight = np.empty(hc, z.dtype)
-        weighted = np.empty(heads, z.dtype)
-        grad_k = np.empty(heads, z.dtype)
-        grad_att_norm = np.zeros(heads, z.dtype)
-        bias_acc = np.zeros(grad.shape[1], np.float64)  # a sum over all nodes
-        g_out = np.empty(grad.shape[1], z.dtype)
-        for i in range(n):
-            start, stop = rowptr[i], rowptr[i + 1]
-            for k in range(grad.shape[1]):
-                g = grad[i, k]
-                if elu:
-                    v = y[i, k]
-                    g = g * (v + elu_alpha) if v <= zero else g
-                g_out[k] = g
-                bias_acc[k] += g
-            if concat:
-                for k in range(hc):
-                    g_row[k] = g_out[k]
-            else:  # the mean over heads: every head's output gets 1/H of the gradient
-                for h in range(heads):
-                    for c in range(width):
-                        g_row[h * width + c] = g_out[c] * inv_heads
-            for h in range(heads):
-                weighted[h] = zero
-                grad_k[h] = zero
-            for e in range(start, stop):
-                j = col[e]
-                for k in range(hc):
-                    prod[k] = g_row[k] * z[j, k]
-                for h in range(heads):
-                    d = zero
-                    for c in range(width):
-                        d += prod[h * width + c]
-                    a = alpha[e, h]
-                    w = a
-                    if dropped:
-                        d = d * drop[e, h]
-                        w = a * drop[e, h]
-                    delta[e - start, h] = d
-                    weighted[h] += a * d
-                    for c in range(width):
-                        weight[h * width + c] = w
-                for k in range(hc):
-                    grad_z[j, k] += weight[k] * g_row[k]
-            for e in range(start, stop):
-                j = col[e]
-                for h in range(heads):
-                    p = s[j, h] + t[i, h]
-                    de = alpha[e, h] * (delta[e - start, h] - weighted[h])
-                    de = de if p > zero else de * slope  # the sign of p · α / c_i is p's
-                    if lip:
-                        grad_k[h] += de * p
-                        de = de * scale[i, h]
-                    grad_s[j, h] += de
-                    grad_t[i, h] += de
-            if lip and start < stop:
-                for h in range(heads):
-                    # k = α / c: dL/dc = -dL/dk · k² / α; c = A R + eps, R = sqrt(‖z_i‖² + M_i + eps²)
-                    k_i = scale[i, h]
-                    r_i = np.sqrt(sq[i, h] + nmax[i, h] + eps * eps)
-                    grad_c = -grad_k[h] * k_i * k_i / lip_alpha
-                    grad_att_norm[h] += grad_c * r_i
-                    grad_q = grad_c * att_norm[h] / (two * r_i)
-                    grad_sq[i, h] += grad_q
-                    share = grad_q / ties[i, h]  # the maximum's gradient, split among tied sources
-                    for e in range(start, stop):
-                        if sq[col[e], h] == nmax[i, h]:
-                            grad_sq[col[e], h] += share
-        acc_src = np.zeros(hc, z.dtype)
-        acc_dst = np.zeros(hc, z.dtype)
-        for v in range(n):
-            for h in range(heads):
-                for c in range(width):
-                    prod[h * width + c] = grad_s[v, h]
-                    weight[h * width + c] = grad_t[v, h]
-                    g_row[h * width + c] = two * grad_sq[v, h]
-            for k in range(hc):
-                zk = z[v, k]
-                grad_z[v, k] += prod[k] * att_src[k] + weight[k] * att_dst[k] + g_row[k] * zk
-                acc_src[k] += prod[k] * zk
-                acc_dst[k] += weight[k] * zk
-        for h in range(heads):
-            # with eq. (17), through ‖a_h‖ = sqrt(‖a_src,h‖² + ‖a_dst,h‖² + eps²): ∂‖a_h‖/∂a = a / ‖a_h‖
-            f = grad_att_norm[h] / att_norm[h] if lip else zero
-            for c in range(width):
-                k = h * width + c
-                grad_att_src[k] = acc_src[k] + f * att_src[k]
-                grad_att_dst[k] = acc_dst[k] + f * att_dst[k]
-        for k in range(grad.shape[1]):
-            grad_bias[k] = bias_acc[k]
-
 
 def applies(x: Tensor, graph: CSRGraph, heads: int, channels: int) -> bool:
     """Whether the one-operation path takes this input: compiled loops available, ``edges × heads × channels`` at
@@ -344,17 +97,18 @@ class _SmallGAT(torch.autograd.Function):
         alpha = x.new_empty(graph.num_edges, heads)
         zero = _zero(x)
         kind = zero.dtype.type
-        node = np.empty((6, n, heads), dtype=zero.dtype)  # s, t, sq, scale, nmax, ties (see _scores)
+        node = np.empty((6, n, heads), dtype=zero.dtype)  # s, t, sq, scale, nmax, ties (see gat_kernels.small_scores)
         att_norm = np.empty(heads, dtype=zero.dtype)  # eq. (17)'s ‖a_h‖, written only with ``lip``
         bias_arr = _np(bias) if bias is not None else np.zeros(out.size(1), dtype=zero.dtype)
         z_np, rowptr, col, alpha_np = _np(z), _np(graph.rowptr), _np(graph.col), alpha.numpy()
-        _scores(z_np, _np(att_src).reshape(-1), _np(att_dst).reshape(-1), rowptr, col, kind(slope), alpha_np, node,
-                lip, att_norm, kind(lip_alpha if lip else 1.0), kind(eps), zero, kind(1))
+        gat_kernels.small_scores(z_np, _np(att_src).reshape(-1), _np(att_dst).reshape(-1), rowptr, col, kind(slope),
+                                 alpha_np, node, lip, att_norm, kind(lip_alpha if lip else 1.0), kind(eps), zero,
+                                 kind(1))
         alpha.exp_()  # torch's vectorised exp: numba's scalar one cost ~10 ns an edge-head
         drop_np = _np(drop) if drop is not None else np.empty((0, heads), dtype=zero.dtype)
         elu = elu_alpha is not None
-        _aggregate(z_np, rowptr, col, bias_arr, concat, out.numpy(), alpha_np, drop is not None, drop_np, elu,
-                   kind(elu_alpha if elu else 1.0), zero, kind(1), kind(1.0 / heads))
+        gat_kernels.small_aggregate(z_np, rowptr, col, bias_arr, concat, out.numpy(), alpha_np, drop is not None,
+                                    drop_np, elu, kind(elu_alpha if elu else 1.0), zero, kind(1), kind(1.0 / heads))
         ctx.save_for_backward(x, weight, att_src, att_dst, z, alpha, out if elu else None)
         ctx.elu_alpha = elu_alpha
         ctx.dropped, ctx.drop = drop is not None, drop_np
@@ -376,12 +130,13 @@ class _SmallGAT(torch.autograd.Function):
         grad_att = x.new_empty(2, heads, width)
         att = grad_att.numpy().reshape(2, heads * width)
         grad_bias = x.new_empty(grad.size(1))
-        _backward(_np(grad), _np(z), _np(att_src).reshape(-1), _np(att_dst).reshape(-1), _np(graph.rowptr),
-                  _np(graph.col), kind(ctx.slope), ctx.concat, _np(alpha), ctx.dropped, ctx.drop, ctx.node, lip,
-                  ctx.att_norm, kind(ctx.lip_alpha if lip else 1.0), kind(ctx.eps), grad_z.numpy(), att[0], att[1],
-                  grad_bias.numpy(), np.empty((graph.max_degree, heads), dtype=zero.dtype),
-                  np.zeros((3, n, heads), dtype=zero.dtype), elu, _np(y) if elu else _np(grad),
-                  kind(ctx.elu_alpha if elu else 1.0), zero, kind(1), kind(1.0 / heads))
+        gat_kernels.small_backward(_np(grad), _np(z), _np(att_src).reshape(-1), _np(att_dst).reshape(-1),
+                                   _np(graph.rowptr), _np(graph.col), kind(ctx.slope), ctx.concat, _np(alpha),
+                                   ctx.dropped, ctx.drop, ctx.node, lip, ctx.att_norm,
+                                   kind(ctx.lip_alpha if lip else 1.0), kind(ctx.eps), grad_z.numpy(), att[0], att[1],
+                                   grad_bias.numpy(), np.empty((graph.max_degree, heads), dtype=zero.dtype),
+                                   np.zeros((3, n, heads), dtype=zero.dtype), elu, _np(y) if elu else _np(grad),
+                                   kind(ctx.elu_alpha if elu else 1.0), zero, kind(1), kind(1.0 / heads))
         grad_x = torch.mm(grad_z, weight) if ctx.needs_input_grad[0] else None
         grad_w = torch.mm(grad_z.t(), x) if ctx.needs_input_grad[1] else None
         return (grad_x, grad_w, grad_att[0], grad_att[1], grad_bias if ctx.has_bias else None,

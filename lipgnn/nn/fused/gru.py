@@ -10,7 +10,7 @@ eqs. (3)–(6), use them), for the message :math:`m` and the state :math:`h`:
     h' = (1 - z) \odot n + z \odot h.
 
 The two gate products :math:`g_i = W_i m + b_i`, :math:`g_h = W_h h + b_h` (``[N, 3C]``) stay GEMMs; everything
-between them and :math:`h'` is one loop forward (:func:`lipgnn.nn.fused.elementwise_kernels.gru_cell`), which also
+between them and :math:`h'` is one loop forward (:func:`lipgnn.nn.fused.gru_kernels.gru_cell`), which also
 keeps :math:`r, z, n, g_{h,n}` for the backward, and one loop backward giving :math:`\partial g_i`,
 :math:`\partial g_h` and the direct part :math:`z \odot \partial h'` of :math:`\partial h`; the weight, bias
 and input gradients are then four GEMMs and two column sums. Why: torch's CPU cell runs about ten
@@ -27,7 +27,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from lipgnn.nn.fused import elementwise_kernels, kernels
+from lipgnn.nn.fused import gru_kernels, kernels
 
 __all__ = ["gru_cell"]
 
@@ -38,7 +38,7 @@ class _GRUCell(torch.autograd.Function):
                 b_ih: Tensor | None, b_hh: Tensor | None) -> Tensor:
         gi = torch.addmm(b_ih, m, w_ih.t()) if b_ih is not None else m @ w_ih.t()
         gh = torch.addmm(b_hh, h, w_hh.t()) if b_hh is not None else h @ w_hh.t()
-        out, saved = elementwise_kernels.gru_cell(gi, gh, h)
+        out, saved = gru_kernels.gru_cell(gi, gh, h)
         ctx.save_for_backward(m, h, w_ih, w_hh, saved)
         ctx.with_bias = (b_ih is not None, b_hh is not None)
         return out
@@ -46,7 +46,7 @@ class _GRUCell(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: Tensor):  # type: ignore[override]
         m, h, w_ih, w_hh, saved = ctx.saved_tensors
-        d_gi, d_gh, d_h = elementwise_kernels.gru_cell_backward(grad.contiguous(), h, saved)
+        d_gi, d_gh, d_h = gru_kernels.gru_cell_backward(grad.contiguous(), h, saved)
         need = ctx.needs_input_grad
         d_m = d_gi @ w_ih if need[0] else None
         d_h = d_h.addmm_(d_gh, w_hh) if need[1] else None

@@ -4,14 +4,23 @@ Why by hand: eager PyTorch runs each elementary step as its own pass over memory
 places of :mod:`lipgnn.nn.fused` are chains of such passes that one loop does at once (each family module
 lists its loops and what they replace).
 
-Each family of loops is a module of its own beside the layers that call it:
-:mod:`~lipgnn.nn.fused.score_kernels` (attention scores, LipschitzNorm's neighbour maxima, norms and eq. (19)
-factor), :mod:`~lipgnn.nn.fused.sparse_kernels` (SDDMM, row softmax, SpMM, the sparse input's transposed
-product), :mod:`~lipgnn.nn.fused.elementwise_kernels` (dropout, ELU, GRU cell, PairNorm),
-:mod:`~lipgnn.nn.fused.san_kernels` (the SAN block) and the one-layer operations of
-:mod:`~lipgnn.nn.fused.gat_small` and :mod:`~lipgnn.nn.fused.gat_one_head`. This module holds what they share:
-the switch between the compiled loops and their eager twins (:func:`available`, :func:`disabled`), the
-zero-copy views and the numba decorators.
+The convention: every compiled loop lives in a ``*_kernels`` module beside the layers that call it, one module per
+family, and no module passes 600 lines (``tests/test_kernels.py``, ``tests/test_layout.py``):
+
+- loops that one layer family uses live in that family's module: :mod:`~lipgnn.nn.fused.gat_kernels` (a whole GAT
+  or GAT-Lip layer as one operation: :mod:`~lipgnn.nn.fused.gat_small`, :mod:`~lipgnn.nn.fused.gat_one_head`),
+  :mod:`~lipgnn.nn.fused.san_kernels` (the SAN block; its per-edge vector code, which would take the module past
+  600 lines, in :mod:`~lipgnn.nn.fused.san_vector_kernels`), :mod:`~lipgnn.nn.fused.gru_kernels` (GGNN's GRU cell),
+  :mod:`~lipgnn.nn.fused.pair_norm_kernels` (PairNorm);
+- loops that several families share live in a module named by what they compute:
+  :mod:`~lipgnn.nn.fused.sparse_kernels` (SDDMM, row softmax, SpMM, the sparse input's transposed product),
+  :mod:`~lipgnn.nn.fused.score_kernels` (attention scores, LipschitzNorm's neighbour maxima, norms and eq. (19)
+  factor), :mod:`~lipgnn.nn.fused.elementwise_kernels` (dropout, ELU);
+- the autograd operation that calls a loop, and the loop's eager twin, stay in the layer or operation module
+  (``gat_small.py``, ``dropout.py``, ``sparse.py``, ...).
+
+This module holds what they share and no loop: the switch between the compiled loops and their eager twins
+(:func:`available`, :func:`disabled`), the zero-copy views and the numba decorators.
 
 numba compiles each loop on first use (cached on disk next to the module that defines it), so no C++ toolchain is
 needed. Every kernel has an eager twin in the module that calls it, which runs for CUDA tensors, without
@@ -99,5 +108,7 @@ if numba is not None:
     # Row helpers shared by several loops, inlined into each caller's IR: called as functions, LLVM kept
     # their loops scalar and the callers ran about a third slower.
     _jit_inline = numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"}, inline="always")
+    _jit_inline_div = numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"}, error_model="numpy",
+                                 inline="always")
 else:  # pragma: no cover - numba is a dependency
-    _jit = _jit_fast = _jit_fast_div = _jit_inline = None
+    _jit = _jit_fast = _jit_fast_div = _jit_inline = _jit_inline_div = None

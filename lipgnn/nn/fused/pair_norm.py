@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 from torch_geometric.nn.norm import PairNorm
 
-from lipgnn.nn.fused import elementwise_kernels, kernels
+from lipgnn.nn.fused import kernels, pair_norm_kernels
 
 __all__ = ["FusedPairNorm"]
 
@@ -36,7 +36,7 @@ __all__ = ["FusedPairNorm"]
 class _PairNorm(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, scale: float, eps: float) -> Tensor:  # type: ignore[override]
-        out, mean, r, k = elementwise_kernels.pair_norm_forward(x, scale, eps)
+        out, mean, r, k = pair_norm_kernels.pair_norm_forward(x, scale, eps)
         ctx.save_for_backward(x, mean)
         ctx.k, ctx.r = k, r
         return out
@@ -44,7 +44,7 @@ class _PairNorm(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None]:  # type: ignore[override]
         x, mean = ctx.saved_tensors
-        return elementwise_kernels.pair_norm_backward(grad, x, mean, ctx.k, ctx.r), None, None
+        return pair_norm_kernels.pair_norm_backward(grad, x, mean, ctx.k, ctx.r), None, None
 
 
 class FusedPairNorm(PairNorm):

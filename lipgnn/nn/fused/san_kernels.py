@@ -21,8 +21,8 @@ Loops over a head's channels are written ``for c in range(width): a[h * width + 
 ``for c in range(h * width, (h + 1) * width): a[c]`` about 1.8x slower here.
 
 For float32 data with 4 heads of width 8 (``conf/model/san.yaml``'s SAN), the per-edge work runs as
-vector instructions (:mod:`lipgnn.nn.fused.san_vector`): the same loops over rows and edges, each edge's products,
-head sums, weight broadcasts and accumulations done on whole 32-lane rows. Other shapes and float64 take the
+vector instructions (:mod:`lipgnn.nn.fused.san_vector_kernels`): the same loops over rows and edges, each edge's
+products, head sums, weight broadcasts and accumulations done on whole 32-lane rows. Other shapes and float64 take the
 scalar loops, which the tests hold the vector ones equal to.
 
 Each function here has an eager twin in :mod:`lipgnn.nn.fused.san` (CUDA tensors, no numba, or
@@ -35,11 +35,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from lipgnn.nn.fused.kernels import _np, _zero, numba
+from lipgnn.nn.fused.kernels import _jit_fast, _np, _zero, numba
 
 __all__ = ["san_attention", "san_attention_backward", "vectorised"]
 
-VEC_HEADS, VEC_WIDTH = 4, 8  # the vector loops' shape (lipgnn.nn.fused.san_vector): conf/model/san.yaml's SAN
+VEC_HEADS, VEC_WIDTH = 4, 8  # the vector loops' shape (lipgnn.nn.fused.san_vector_kernels): conf/model/san.yaml's SAN
 
 
 def vectorised(qkv: Tensor, heads: int, width: int, x: Tensor | None = None) -> bool:
@@ -50,11 +50,10 @@ def vectorised(qkv: Tensor, heads: int, width: int, x: Tensor | None = None) -> 
     return x is None or (x.dtype == torch.float32 and x.dim() == 2 and x.size(1) == VEC_HEADS * VEC_WIDTH)
 
 if numba is not None:
-    # Reassociated sums and fused multiply-adds let LLVM vectorise the channel loops; no "no NaN/inf"
-    # assumptions, so a diverging run still shows its NaN.
-    _jit = numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
+    # Reassociated sums and fused multiply-adds let LLVM vectorise the channel loops (kernels._jit_fast); no
+    # "no NaN/inf" assumptions, so a diverging run still shows its NaN.
 
-    @_jit
+    @_jit_fast
     def _attn_scores(rowptr, col, qkv, heads, width, scale, shifted, ninf, zero):  # pragma: no cover
         # shifted[e, h] = s_e - m_i with s_e = q_i·k_j·scale and m_i the row maximum (per head).
         # ninf, zero, scale: scalars of the data's dtype (a Python literal would make float32 data
@@ -84,7 +83,7 @@ if numba is not None:
                 for h in range(heads):
                     shifted[e, h] -= best[h]
 
-    @_jit
+    @_jit_fast
     def _attn_aggregate(rowptr, col, qkv, heads, width, alpha, out, x, energy, with_x, zero, one,
                         tiny):  # pragma: no cover
         # alpha holds exp(s - m) on entry and the softmax weights on exit (PyG's 1e-16 guard in the
@@ -134,7 +133,7 @@ if numba is not None:
                         t2 += r[h, c] * r[h, c]
                     energy[h] += t2
 
-    @_jit
+    @_jit_fast
     def _energy_bwd(rowptr, col, alpha, x, grad_energy, grad_alpha, grad_x, zero):  # pragma: no cover
         # Gradients of e_h = Σ_i ‖r_{h,i}‖², r_{h,i} = Σ_e a_e x_j - x_i (r recomputed, not stored), for
         # grad_energy[h] = 2 ∂L/∂e_h: grad_alpha[e, h] = 2 g_h <r_{h,i}, x_j> (written),
@@ -167,7 +166,7 @@ if numba is not None:
                 for c in range(dim):
                     grad_x[i, c] -= r[c]
 
-    @_jit
+    @_jit_fast
     def _attn_bwd(rowptr, col, qkv, heads, width, scale, alpha, grad_out, out, grad_alpha, with_grad_alpha,
                   grad_qkv, zero):  # pragma: no cover
         # grad_qkv: zero-initialised. grad_alpha (used when with_grad_alpha): a further ∂L/∂a_e from
@@ -222,10 +221,10 @@ if numba is not None:
             for t in range(hc):
                 grad_qkv[i, t] += gq[t]
 
-    from lipgnn.nn.fused.san_vector import attn_aggregate_vec as _attn_aggregate_vec
-    from lipgnn.nn.fused.san_vector import attn_bwd_vec as _attn_bwd_vec
-    from lipgnn.nn.fused.san_vector import attn_scores_vec as _attn_scores_vec
-    from lipgnn.nn.fused.san_vector import energy_bwd_vec as _energy_bwd_vec
+    from lipgnn.nn.fused.san_vector_kernels import attn_aggregate_vec as _attn_aggregate_vec
+    from lipgnn.nn.fused.san_vector_kernels import attn_bwd_vec as _attn_bwd_vec
+    from lipgnn.nn.fused.san_vector_kernels import attn_scores_vec as _attn_scores_vec
+    from lipgnn.nn.fused.san_vector_kernels import energy_bwd_vec as _energy_bwd_vec
 
 
 def san_attention(qkv: Tensor, rowptr: Tensor, col: Tensor, heads: int, width: int, scale: float,

@@ -18,8 +18,8 @@ from typing import Any
 
 import pandas as pd
 
-from lipgnn.diagnostics.frames import energy_frame, sci
 from lipgnn.results.artifact import Artifact
+from lipgnn.results.frames import energy_frame, sci
 from lipgnn.results.plotting import legend
 from lipgnn.results.store import variant_label
 

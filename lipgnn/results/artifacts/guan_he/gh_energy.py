@@ -4,7 +4,7 @@ r"""gh_energy — Guan & He Tables 2, 4 and 6: Laplacian energy of the final hid
     \mathcal{E}_2(X^L) = \frac{1}{n} \sum_i |\Delta_\mu X^L(i)|^2 \mu_i \quad (\S 2), \qquad
     \text{table value} = \mathcal{E}_2(X^L) / d \;\; (\text{per entry, } d = \text{hidden width})
 
-Records: ``python -m lipgnn.diagnostics.runner experiment=gh_energy budget=cpu`` (5 seeds per cell; the
+Records: ``python train.py -m experiment=gh_energy budget=cpu`` (5 seeds per cell; the
 spread is shown as geometric mean and min–max because Post-LN varies by orders of magnitude over seeds).
 The paper's numbers below are typed from its Tables 2, 4 and 6; they are the paper's, not ours.
 """
@@ -17,8 +17,8 @@ from typing import Any
 
 import pandas as pd
 
-from lipgnn.diagnostics.frames import ARCH_LABELS, ARCHITECTURES, energy_frame, geo_stats, sci
 from lipgnn.results.artifact import Artifact
+from lipgnn.results.frames import ARCH_LABELS, ARCHITECTURES, energy_frame, geo_stats, sci
 from lipgnn.results.plotting import legend
 from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS, HOLDS_IN_PART, NOT_RUN, TOO_FEW_SEEDS, Claim
 
@@ -28,7 +28,7 @@ DEPTHS: tuple[int, ...] = (2, 32, 64, 128, 256)
 #: The main setting of the table; the others are the measured effect of the choices.
 MAIN = {"init": "xavier", "features": "raw", "encoder": 2}
 #: The encoder ablation (an extra sweep of conf/grid/gh_energy_cpu.yaml): ``model.encoder_layers=1``.
-ENCODER_COMMAND = ("python -m lipgnn.diagnostics.runner experiment=gh_energy budget=cpu model.encoder_layers=1 "
+ENCODER_COMMAND = ("python train.py -m experiment=gh_energy budget=cpu model.encoder_layers=1 "
                    "model.init=xavier depth=2,32,64")
 #: The normalisation the paper's tables agree with (measured: see the ``gh_energy-normalisation`` block).
 PAPER_NORMALISATION = "entries"
@@ -233,7 +233,7 @@ def report(df: pd.DataFrame) -> dict[str, str]:
 
 
 #: The feature-normalisation ablation (an extra sweep of conf/grid/gh_energy_cpu.yaml).
-FEATURES_COMMAND = ("python -m lipgnn.diagnostics.runner experiment=gh_energy budget=cpu energy.features=row "
+FEATURES_COMMAND = ("python train.py -m experiment=gh_energy budget=cpu energy.features=row "
                     "model.init=xavier dataset=cora,pubmed depth=2,32,256")
 
 

@@ -2,7 +2,7 @@ r"""gh_evolution — Guan & He Figs. 1 and 4: per-layer Laplacian energy of 256-
 
 For each architecture and dataset, :math:`\mathcal{E}_2(X^k)/d` for :math:`k = 0..256` (geometric mean over
 seeds, log-log axes as in Fig. 1) and two least-squares fits on :math:`k = 1..256`
-(:func:`lipgnn.diagnostics.frames.fit_laws`):
+(:func:`lipgnn.results.frames.fit_laws`):
 
 .. math::
     \log \mathcal{E}(X^k) = a + p \log k \quad\text{(power law; } p<0 \text{: algebraic decay)}, \qquad
@@ -22,9 +22,9 @@ import numpy as np
 import pandas as pd
 
 from lipgnn.diagnostics.energy import relative_energy
-from lipgnn.diagnostics.frames import ARCH_LABELS, ARCHITECTURES, energy_frame, fit_laws, geomean_profile, law_name
 from lipgnn.results.artifact import Artifact
 from lipgnn.results.artifacts.guan_he.gh_energy import DATASET_LABELS, DATASETS, MAIN
+from lipgnn.results.frames import ARCH_LABELS, ARCHITECTURES, energy_frame, fit_laws, geomean_profile, law_name
 from lipgnn.results.plotting import legend
 from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, HOLDS_IN_PART, NOT_RUN, TOO_FEW_SEEDS, Claim
 

@@ -34,11 +34,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numba
 import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
+
+from lipgnn.nn.fused.kernels import _jit_fast
 
 __all__ = ["EdgeOps", "EnergyOps", "attn_aggregate_vec", "attn_bwd_vec", "attn_scores_vec", "edge_ops",
            "energy_bwd_vec", "energy_ops", "prefetch"]
@@ -49,8 +50,6 @@ _F32_BYTES = 4
 # projections have left the core's caches by the time its backward runs (256-layer Cora steps, 16-64 edges
 # ahead all saved 3-7 %, docs/performance.md).
 _PREFETCH_EDGES = 32
-# As the scalar loops: reassociated sums and fused multiply-adds, no "no NaN/inf" assumptions.
-_jit = numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
 
 _F32 = ir.FloatType()
 _I32 = ir.IntType(32)
@@ -285,7 +284,7 @@ _energy_init, _energy_gather, _energy_norms = _energy.init, _energy.gather, _ene
 _energy_scatter, _energy_subtract = _energy.scatter, _energy.subtract
 
 
-@_jit
+@_jit_fast  # as the scalar loops
 def attn_scores_vec(rowptr, col, qkv, scale, shifted, ninf):  # pragma: no cover
     # _attn_scores for 4 heads of width 8, float32: each edge's four scores from one vector product.
     n = rowptr.shape[0] - 1
@@ -307,7 +306,7 @@ def attn_scores_vec(rowptr, col, qkv, scale, shifted, ninf):  # pragma: no cover
             for h in range(_HEADS):
                 shifted[e, h] -= best[h]
 
-@_jit
+@_jit_fast  # as the scalar loops
 def attn_aggregate_vec(rowptr, col, qkv, alpha, out, x, energy, with_x, zero, one, tiny):  # pragma: no cover
     # _attn_aggregate for 4 heads of width 8, float32: each edge's weights and its v_j row in vector form;
     # with x (rows of the model's width, 32), the energies' residuals r_h as one [4, 32] scratch row.
@@ -348,7 +347,7 @@ def attn_aggregate_vec(rowptr, col, qkv, alpha, out, x, energy, with_x, zero, on
                 energy[h] += scratch[_HEADS * _HC + h]
 
 
-@_jit
+@_jit_fast  # as the scalar loops
 def attn_bwd_vec(rowptr, col, qkv, scale, alpha, grad_out, out, grad_alpha, with_grad_alpha, grad_qkv,
                   zero):  # pragma: no cover
     # _attn_bwd for 4 heads of width 8, float32. Without grad_alpha every edge reads its first row, zeros
@@ -398,7 +397,7 @@ def attn_bwd_vec(rowptr, col, qkv, scale, alpha, grad_out, out, grad_alpha, with
             grad_qkv[i, t] += gq[t]
 
 
-@_jit
+@_jit_fast  # as the scalar loops
 def energy_bwd_vec(rowptr, col, alpha, x, grad_energy, grad_alpha, grad_x):  # pragma: no cover
     # san_kernels._energy_bwd for 4 heads and rows x of 32 float32 channels (grad_energy[h] = 2 ∂L/∂e_h;
     # grad_x zero-initialised): r_h recomputed per row into a scratch row, then one visit of each edge writes

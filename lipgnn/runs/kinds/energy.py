@@ -1,0 +1,135 @@
+r"""The ``energy`` job kind: energies of untrained models (Guan & He Tables 2, 4, 6 and Figs. 1, 4).
+
+For one composed config (model, dataset, depth, seed) the model is built exactly as a training run builds it
+(:mod:`lipgnn.runs.kinds.training`: seed, load the data, re-seed, build), put in eval mode, and traced by
+forward hooks; the record holds the energies
+
+.. math::
+    \mathcal{E}_2(X^k) = \frac{1}{n} \sum_i |\Delta_\mu X^k(i)|^2 \mu_i, \quad
+    \mathcal{E}_1(X^k) = \frac{1}{n} \sum_i \sum_{j \sim i} |X^k(j) - X^k(i)|^2, \qquad k = 0, \dots, L
+
+(§2, :math:`\omega = 1`, :math:`\mu = \deg + 1`, the paper's 1/n prefactor): :math:`\mathcal{E}_2` at every
+layer, :math:`\mathcal{E}_1` at :math:`X^0` and at :math:`X^L`, the final hidden layer (before the decoder).
+Nothing is trained (``train.epochs`` is not read). A job is a cheap unit: a rerun skips finished records.
+
+Options of the measurement live in the config's ``energy`` node (set by ``conf/experiment/gh_energy.yaml``;
+absent → defaults): ``energy.features`` = ``raw`` (the loaders' features) | ``row`` (row-normalised, PyG's
+``NormalizeFeatures``); they are part of the run id (:func:`lipgnn.identity.run_id` with ``energy=``). The
+weight initialisation is the model's own ``model.init`` where the model has it.
+
+    python train.py -m experiment=gh_energy budget=cpu
+    python train.py experiment=gh_energy dataset=cora depth=2 seed=0 variant=san_preln
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from lipgnn.errors import ConfigError
+from lipgnn.runs.registry import Job, JobKind, register_job_kind
+
+FEATURES: tuple[str, ...] = ("raw", "row")
+DEFAULT_OPTIONS: dict[str, Any] = {"features": "raw"}
+# One graph at a time, kept across the jobs of a sweep in this process (grids iterate datasets in blocks):
+# (dataset node, features) -> (data, spec, GraphMeasure). Only x and edge_index are read, the same for any seed.
+_GRAPH: dict[str, tuple[Any, Any, Any]] = {}
+
+
+def energy_options(cfg: DictConfig) -> dict[str, Any]:
+    """The ``energy`` node merged over :data:`DEFAULT_OPTIONS`, validated (one-line ConfigError)."""
+    options = dict(DEFAULT_OPTIONS)
+    node = cfg.get("energy")
+    if node is not None:
+        options.update(OmegaConf.to_container(node, resolve=True))  # type: ignore[arg-type]
+    unknown = sorted(set(options) - set(DEFAULT_OPTIONS))
+    if unknown:
+        raise ConfigError(f"energy.{unknown[0]} is unknown; the energy kind's options are: "
+                          f"{', '.join(DEFAULT_OPTIONS)}")
+    if options["features"] not in FEATURES:
+        raise ConfigError(f"energy.features={options['features']!r} is unknown; use raw or row (row-normalised)")
+    return options
+
+
+def load_graph(cfg: DictConfig, settings: Any = None) -> tuple[Any, Any]:
+    """``(data, spec)``: the dataset's full graph (``x``, ``edge_index``) and its DataSpec (``settings``: ``cfg`` as
+    :func:`lipgnn.config.typed` gives it, when the caller has it)."""
+    from lipgnn.config import typed
+    from lipgnn.data import load
+
+    task = load((settings or typed(cfg)).dataset, int(cfg.seed))
+    return next(iter(task.eval_batches())), task.spec
+
+
+def build_untrained(cfg: DictConfig, data: Any = None, spec: Any = None,
+                    settings: Any = None) -> tuple[torch.nn.Module, Any]:
+    """``(model, data)`` as a training run of ``cfg`` would start: seed, load, re-seed, build; eval mode
+    (``settings``: ``cfg`` as :func:`lipgnn.config.typed` gives it, when the caller has it)."""
+    from torch_geometric import seed_everything
+    from torch_geometric.transforms import NormalizeFeatures
+
+    from lipgnn.config import validate
+    from lipgnn.models import build_model
+
+    options = energy_options(cfg)
+    if settings is None:  # a caller outside the run layer (which has validated and converted it)
+        settings = validate(cfg)
+    seed_everything(int(cfg.seed))
+    if data is None:
+        data, spec = load_graph(cfg, settings)
+    if options["features"] == "row":
+        data = NormalizeFeatures()(data.clone())
+    seed_everything(int(cfg.seed))
+    model = build_model(settings.model, settings.norm, spec, int(cfg.depth))
+    return model.eval(), data
+
+
+@register_job_kind("energy")
+class Energy(JobKind):
+    def validate(self, cfg: DictConfig) -> None:
+        energy_options(cfg)
+
+    def run_id(self, cfg: DictConfig) -> str:
+        from lipgnn.identity import run_id
+
+        return run_id(cfg, energy=energy_options(cfg))
+
+    def record_config(self, cfg: DictConfig) -> dict[str, Any]:
+        return {**super().record_config(cfg), "energy": energy_options(cfg)}
+
+    def compute(self, job: Job) -> dict[str, Any]:
+        from lipgnn.diagnostics.energy import GraphMeasure
+        from lipgnn.diagnostics.probe import DEFINITION, energy_profile
+        from lipgnn.train import gc_pause
+
+        cfg = job.cfg
+        gc_pause.resume()
+        started = time.time()
+        key = json.dumps([OmegaConf.to_container(cfg.dataset, resolve=True), energy_options(cfg)], sort_keys=True)
+        if key not in _GRAPH:
+            _GRAPH.clear()
+            data, spec = load_graph(cfg, job.settings)
+            _GRAPH[key] = (data, spec, GraphMeasure(data.edge_index, int(data.num_nodes)))
+        data, spec, graph = _GRAPH[key]
+        model, data = build_untrained(cfg, data, spec, job.settings)
+        profile = energy_profile(model, data, graph, dirichlet_every_layer=False)
+        width = profile.pop("width")
+        final = profile["laplacian"][-1]
+        return {
+            "status": "completed", "wall_time_s": round(time.time() - started, 3),
+            "diagnostics": {"energy": {
+                "definition": DEFINITION, "normalise": "nodes", "width": width, "num_nodes": int(data.num_nodes),
+                "init": profile, "final_laplacian": final, "final_laplacian_entries": final / width,
+            }},
+        }
+
+    def summary(self, record: Mapping[str, Any], path: Path) -> str:
+        e = record["diagnostics"]["energy"]
+        return (f"[completed] {record['run_id']}: E_2(X^L) = {e['final_laplacian']:.3e} (per entry "
+                f"{e['final_laplacian_entries']:.3e}) in {record['wall_time_s']:.1f}s -> {path}")
