@@ -110,14 +110,14 @@ def expand(sweeper: Mapping[str, Any], budget: str | None, arguments: Sequence[s
 def is_finished(cfg: DictConfig) -> bool:
     """Does the job ``cfg`` (composed) have a finished record (completed or diverged), so that launching it would
     only skip it? (``overwrite=true`` reruns every job: then none is finished.)"""
-    from lipgnn.identity import run_id
     from lipgnn.results.store import read_record, run_record_path
-    from lipgnn.train.run import FINISHED
+    from lipgnn.runs import job_id  # the job's id by its kind (a training run, an energy measurement, ...)
+    from lipgnn.runs.layer import FINISHED
 
     if cfg.get("overwrite"):
         return False
     cfg = OmegaConf.masked_copy(cfg, [key for key in cfg if key != "hydra"])  # a sweep's hydra node resolves per job
-    path = run_record_path(str(cfg.results_dir), str(cfg.experiment_name), run_id(cfg))
+    path = run_record_path(str(cfg.results_dir), str(cfg.experiment_name), job_id(cfg))
     record = read_record(path) if path.is_file() else None
     return record is not None and record.get("status") in FINISHED
 
