@@ -17,7 +17,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from lipgnn.identity import RENAMED, run_id
-from lipgnn.results.store import read_record, record_paths, write_record
+from lipgnn.results.store import read_record, record_paths
+from lipgnn.runs import import_record
 
 
 def _rename_keys(config: dict) -> bool:
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{path}: {action}")
         if args.dry_run:
             continue
-        written = write_record(args.results_dir, record)
+        written = import_record(args.results_dir, record)
         assert written == new_path, (written, new_path)
         if new_path != path:
             path.unlink()

@@ -36,8 +36,8 @@ def test_each_experiment_declares_its_kind(experiment: str) -> None:
 
 def test_exactly_one_module_writes_run_records() -> None:
     """write_record / write_failure_record (lipgnn.results.store) are called by the run layer only; the W&B pull and
-    the id migration copy existing records (record tools, not producers)."""
-    tools = {"lipgnn/results/store.py", "lipgnn/results/wandb_records.py", "scripts/migrate_run_ids.py"}
+    the id migration, which copy existing records, write through its import_record (the same lock and writer)."""
+    tools = {"lipgnn/results/store.py"}
     callers = set()
     for path in [*sorted((ROOT / "lipgnn").rglob("*.py")), *sorted((ROOT / "scripts").glob("*.py")), ROOT / "train.py"]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -225,3 +225,18 @@ def test_the_layer_converts_the_config_once_and_passes_the_types_down(tmp_path: 
     assert {name: type(value).__name__ for name, value in seen.items()} == {
         "load": "PlanetoidConfig", "model": "ModelConfig", "trainer": "TrainConfig"}
     assert len(conversions) == 1
+
+
+def test_an_imported_record_waits_for_no_running_job(tmp_path: Path) -> None:
+    """A record tool (the W&B pull, the id migration) writes through the run id's lock: never beside a job of that
+    id that is running, and atomically otherwise."""
+    from lipgnn.results.store import lock_file, read_record, run_record_path
+    from lipgnn.runs import import_record
+
+    record = {"run_id": "gcn-none-cora-L2-s0-0123456789", "experiment": "unit", "status": "completed"}
+    with FileLock(lock_file(tmp_path, "unit", record["run_id"])), \
+            pytest.raises(RunInProgress, match="is being run by another process"):
+        import_record(tmp_path, record)
+    path = run_record_path(tmp_path, "unit", record["run_id"])
+    assert not path.exists()
+    assert import_record(tmp_path, record) == path and read_record(path)["status"] == "completed"

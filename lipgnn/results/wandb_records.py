@@ -27,7 +27,7 @@ from typing import Any
 
 from lipgnn.config import AD_HOC_EXPERIMENT
 from lipgnn.errors import LipgnnError
-from lipgnn.results.store import read_record, record_text, run_record_path, write_record
+from lipgnn.results.store import read_record, record_text, run_record_path
 from lipgnn.train.loggers import RECORD_FILE
 
 __all__ = ["OUTCOMES", "PullError", "describe", "pull_records"]
@@ -103,6 +103,8 @@ def pull_records(project: str, results_dir: str | Path, experiment: str | None =
             if key in newest:
                 counts["older attempt"] += 1
             newest[key] = record
+    from lipgnn.runs import import_record  # the run layer's lock and writer
+
     for (name, run_id), record in newest.items():
         path = run_record_path(results_dir, name, run_id)
         if path.exists():
@@ -116,7 +118,7 @@ def pull_records(project: str, results_dir: str | Path, experiment: str | None =
             counts["replaced"] += 1
         else:
             counts["new"] += 1
-        write_record(results_dir, record)
+        import_record(results_dir, record)
     return counts
 
 

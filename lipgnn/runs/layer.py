@@ -42,7 +42,7 @@ from lipgnn.train.checkpoint import InvalidCheckpoint, load_checkpoint, read_hea
 log = logging.getLogger("lipgnn")
 
 FINISHED = ("completed", "diverged")
-__all__ = ["checkpoint_path", "job_id", "run"]
+__all__ = ["checkpoint_path", "import_record", "job_id", "run"]
 
 
 def job_id(cfg: DictConfig) -> str:
@@ -118,7 +118,7 @@ def run(cfg: DictConfig, *, progress: bool | None = None, parallel_jobs: int = 1
     ``parallel_jobs`` (the local launcher's n_jobs) sizes ``train.num_threads=auto``. One process at a time
     runs a run id (a lock beside the records); a second launch of the same run says so and stops.
     """
-    from lipgnn.results.store import lock_file, run_record_path
+    from lipgnn.results.store import run_record_path
 
     kind = job_kind(cfg)
     settings = validate(cfg)
@@ -129,12 +129,7 @@ def run(cfg: DictConfig, *, progress: bool | None = None, parallel_jobs: int = 1
     if existing is not None and not cfg.overwrite:
         return existing
     _check_writable(cfg)
-    lock = FileLock(lock_file(str(cfg.results_dir), str(cfg.experiment_name), run_id), timeout=0)
-    try:
-        lock.acquire()
-    except Timeout:
-        raise RunInProgress(f"{run_id} is being run by another process (lock {lock.lock_file}); it will "
-                            "write the record itself: wait for it, then rerun to skip or resume") from None
+    lock = _acquire(cfg.results_dir, str(cfg.experiment_name), run_id)
     try:
         # Another process may have finished the run while this one composed its config.
         existing = _finished(record_path)
@@ -144,6 +139,32 @@ def run(cfg: DictConfig, *, progress: bool | None = None, parallel_jobs: int = 1
         if kept is not None and not cfg.overwrite:
             return _write(kind, cfg, kept, checkpoint_path(cfg, run_id), kept_from=kept.pop("_kept_at"))
         return _run_locked(kind, cfg, settings, run_id, progress, parallel_jobs)
+    finally:
+        lock.release()
+
+
+def _acquire(results_dir: str | os.PathLike, experiment: str, run_id: str) -> FileLock:
+    """The run id's lock, held (one per run id, under ``<results_dir>/locks/``), or RunInProgress in one line."""
+    from lipgnn.results.store import lock_file
+
+    lock = FileLock(lock_file(str(results_dir), experiment, run_id), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise RunInProgress(f"{run_id} is being run by another process (lock {lock.lock_file}); it will "
+                            "write the record itself: wait for it, then rerun to skip or resume") from None
+    return lock
+
+
+def import_record(results_dir: str | os.PathLike, record: dict[str, Any]) -> Path:
+    """Write a record produced elsewhere (pulled back from W&B, re-keyed by ``scripts/migrate_run_ids.py``) at
+    its run id's path, under the lock a running job of that id holds: the record tools write through the same
+    lock and the same atomic writer as the run layer, never beside a job that is writing its own record."""
+    from lipgnn.results.store import write_record
+
+    lock = _acquire(results_dir, str(record["experiment"]), str(record["run_id"]))
+    try:
+        return write_record(results_dir, record)
     finally:
         lock.release()
 
