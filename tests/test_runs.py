@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT
 from filelock import FileLock
 
 from lipgnn.config import compose
@@ -142,13 +142,14 @@ def _close(new: Any, old: Any, where: str = "") -> None:
     ("gh_depth", ["budget=cpu", "dataset=cora", "depth=2", "seed=0", "variant=san_preln", "log.progress=false"],
      ("history", "best", "last", "epochs_run", "diagnostics")),
 ])
-def test_train_py_recomputes_a_committed_unit_of_each_kind(experiment: str, overrides: list[str], keys: tuple[str, ...],
-                                                           tmp_path: Path, data_root: Path) -> None:
-    """``python train.py experiment=<x> ...`` writes the committed record's run id and numbers (into a temporary
-    results folder): the energy kind, a kim unit (Kim et al.'s App. I ascent at N = 100), and a 2-layer gh_depth
-    run (100 epochs)."""
-    proc = run_cli([f"experiment={experiment}", *overrides, f"results_dir={tmp_path}"], cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+def test_the_run_layer_recomputes_a_committed_unit_of_each_kind(experiment: str, overrides: list[str],
+                                                                keys: tuple[str, ...], tmp_path: Path,
+                                                                data_root: Path) -> None:
+    """The run layer, given ``experiment=<x> ...`` (what ``python train.py`` hands it; the command line itself is
+    tested in tests/test_sweep.py), writes the committed record's run id and numbers into a temporary results
+    folder: the energy kind, a kim unit (Kim et al.'s App. I ascent at N = 100), and a 2-layer gh_depth run
+    (100 epochs)."""
+    run(compose([f"experiment={experiment}", *overrides, f"results_dir={tmp_path}", "log.progress=false"]))
     (path,) = (tmp_path / "runs" / experiment).glob("*.json")
     old = json.loads((ROOT / "results" / "runs" / experiment / path.name).read_text())
     new = json.loads(path.read_text())
