@@ -110,16 +110,14 @@ def expand(sweeper: Mapping[str, Any], budget: str | None, arguments: Sequence[s
 def is_finished(cfg: DictConfig) -> bool:
     """Does the job ``cfg`` (composed) have a finished record (completed or diverged), so that launching it would
     only skip it? (``overwrite=true`` reruns every job: then none is finished.)"""
-    from lipgnn.results.store import read_record, run_record_path
+    from lipgnn.results.store import run_record_path
     from lipgnn.runs import job_id  # the job's id by its kind (a training run, an energy measurement, ...)
-    from lipgnn.runs.layer import FINISHED
+    from lipgnn.runs.layer import finished_record  # what the run layer itself skips
 
     if cfg.get("overwrite"):
         return False
     cfg = OmegaConf.masked_copy(cfg, [key for key in cfg if key != "hydra"])  # a sweep's hydra node resolves per job
-    path = run_record_path(str(cfg.results_dir), str(cfg.experiment_name), job_id(cfg))
-    record = read_record(path) if path.is_file() else None
-    return record is not None and record.get("status") in FINISHED
+    return finished_record(run_record_path(str(cfg.results_dir), str(cfg.experiment_name), job_id(cfg))) is not None
 
 
 def sweep_jobs_from(overrides: Sequence[str]) -> tuple[list[list[str]], DictConfig]:
@@ -149,8 +147,11 @@ def check_command_line(argv: Sequence[str]) -> None:
     jobs, hydra_cfg = sweep_jobs_from(overrides)
     validate_launcher(hydra_cfg)
     validate_output_dir(hydra_cfg, "hydra.sweep.dir")
+    from lipgnn.runs import job_kind
+
     for job in jobs:
-        compose_config(job)
+        cfg = compose_config(job)
+        job_kind(cfg).validate(cfg)  # the kind's own checks (a kim unit, a training run's epochs), as a run does
 
 
 def sweep_jobs(experiment: str, overrides: Sequence[str] = ()) -> list[list[str]]:

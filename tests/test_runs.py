@@ -82,6 +82,18 @@ def test_a_unit_not_in_the_budget_is_one_line() -> None:
         run(compose(["experiment=kim_invertibility", "kim.unit=l2-c0.3"]))
 
 
+@pytest.mark.parametrize(("argv", "message"), [
+    (["-m", "experiment=kim_invertibility", "kim.unit=l2-c0.5,l2-c0.3"], r"kim.unit=l2-c0.3 is not a unit"),
+    (["-m", "model=gcn", "train.epochs=1,0"], r"train.epochs=0 trains nothing"),
+])
+def test_a_sweep_stops_before_launching_on_a_jobs_kind_check(argv: list[str], message: str) -> None:
+    """train.py -m checks every job with its kind's own rules before Hydra launches any, as a single run does."""
+    from lipgnn.sweep import check_command_line
+
+    with pytest.raises(ConfigError, match=message):
+        check_command_line(argv)
+
+
 def test_sweep_status_lists_a_kinds_jobs_by_their_ids() -> None:
     from lipgnn.sweep import sweep_status
 

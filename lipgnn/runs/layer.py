@@ -169,12 +169,19 @@ def import_record(results_dir: str | os.PathLike, record: dict[str, Any]) -> Pat
         lock.release()
 
 
-def _finished(record_path: Path) -> dict[str, Any] | None:
-    """The existing record if the run finished (completed or diverged: never redone); a failed one is retried."""
+def finished_record(record_path: Path) -> dict[str, Any] | None:
+    """The record at ``record_path`` if its run finished (completed or diverged: never redone, unless
+    ``overwrite=true``); None when it is absent or failed (a failed run is retried)."""
     from lipgnn.results.store import read_record
 
-    existing = read_record(record_path) if record_path.exists() else None
-    if existing is not None and existing.get("status") in FINISHED:
+    existing = read_record(record_path) if record_path.is_file() else None
+    return existing if existing is not None and existing.get("status") in FINISHED else None
+
+
+def _finished(record_path: Path) -> dict[str, Any] | None:
+    """The finished record, marked skipped and logged as such: the job ends without computing."""
+    existing = finished_record(record_path)
+    if existing is not None:
         log.info("skipped %s: record exists at %s (overwrite=true reruns it)", existing["run_id"], record_path)
         return {**existing, "skipped": True}
     return None
