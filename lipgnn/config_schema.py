@@ -278,6 +278,7 @@ class BudgetConfig:
 @dataclass
 class LogConfig:
     grad_norms: Any = flag(False)  # per-layer attention-gradient norms each epoch (Fig. 2)
+    grad_norms_epochs: int = number(0, ge=0, integer=True)  # with grad_norms: the first N epochs only (0 = all)
     progress: Any = flag(True)
     energy: Any = flag(False)  # per-layer Dirichlet energies (Guan & He)
     diagnose: Any = flag(False)  # lipgnn.diagnostics.diagnose's per-layer table at initialisation

@@ -118,6 +118,7 @@ class Trainer:
         seed: int,
         logger: RunLogger | None = None,
         grad_norms: bool = False,
+        grad_norms_epochs: int = 0,
         progress: bool = True,
         checkpoint_path: Path | None = None,
         desc: str = "",
@@ -130,6 +131,9 @@ class Trainer:
         self.seed = seed
         self.logger = logger or NullLogger()
         self.grad_norms = grad_norms
+        # Record the norms over the first N epochs only (0 = all): a 1000-epoch deep run's full matrix would
+        # make its record megabytes long, while the explosion the paper shows happens early (Fig. 2).
+        self.grad_norms_epochs = grad_norms_epochs
         self.progress = progress
         self.checkpoint_path = checkpoint_path
         self.desc = desc
@@ -186,7 +190,7 @@ class Trainer:
                 if not all(math.isfinite(v) for v in (*scores.values(), val_loss)):
                     status, error = "diverged", f"non-finite predictions at epoch {epoch}"
                     break
-                self._append(state, epoch, loss, val_loss, scores, optimizer, norms)
+                self._append(state, epoch, loss, val_loss, scores, optimizer, norms, self.grad_norms_epochs)
                 train_metric = scores["train"]
                 if online:
                     correct, count = state.online
@@ -344,7 +348,7 @@ class Trainer:
 
     @staticmethod
     def _append(state: _State, epoch: int, loss: float, val_loss: float, scores: dict[str, float],
-                optimizer: torch.optim.Optimizer, norms: list[float] | None) -> None:
+                optimizer: torch.optim.Optimizer, norms: list[float] | None, norms_epochs: int = 0) -> None:
         h = state.history
         h["epoch"].append(epoch)
         h["loss"].append(loss)
@@ -352,7 +356,7 @@ class Trainer:
         h["lr"].append(float(optimizer.param_groups[0]["lr"]))
         for split in SPLITS:
             h[split].append(scores[split])
-        if "grad_norms" in h:
+        if "grad_norms" in h and (not norms_epochs or len(h["grad_norms"]) < norms_epochs):
             h["grad_norms"].append(norms)
 
     # ------------------------------------------------------------------ checkpoints

@@ -99,7 +99,7 @@ def train(job: Job, after_fit: AfterFit | None = None) -> dict[str, Any]:
     started = job.started
     trainer = Trainer(
         settings.train, device=device, seed=int(cfg.seed), logger=logger,
-        grad_norms=bool(cfg.log.grad_norms),
+        grad_norms=bool(cfg.log.grad_norms), grad_norms_epochs=int(cfg.log.get("grad_norms_epochs", 0)),
         progress=bool(cfg.log.progress) if job.progress is None else job.progress,
         checkpoint_path=job.checkpoint if cfg.train.checkpoint_every else None, resume_state=job.resume_state,
         desc=run_id,
