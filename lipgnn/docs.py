@@ -4,6 +4,8 @@ No number in these pages is typed by hand. Each block between ``<!-- auto:NAME -
 (the report's marker syntax, :mod:`lipgnn.results.render.markers`) is rebuilt from committed files:
 
 - ``demo``: the demo's committed records ``results/demo/seed*.json`` (written by ``scripts/demo.py --out``);
+- ``demo-map``: the failure map's records (``results/runs/failure_map/``, the same question at 1000 epochs over lr
+  and dropout), through its artifact :mod:`lipgnn.results.artifacts.lipschitznorm.failure_map`;
 - ``bench-summary``, ``bench-steps``, ``bench-runs``: ``results/bench/summary.csv`` (the step table of
   ``make bench``) and the folders of :data:`CURRENT_BENCH` (a whole ``train.py`` run, the 256-layer SAN row);
 - ``config-groups``, ``config-keys``: every option of every group under ``conf/`` and every key of every schema
@@ -27,7 +29,7 @@ from lipgnn.results.render.markers import block_names, close_marker, open_marker
 
 #: The pages with generated blocks, and the blocks each must hold.
 PAGES: dict[str, tuple[str, ...]] = {
-    "README.md": ("demo", "bench-summary"),
+    "README.md": ("demo", "demo-map", "bench-summary"),
     "docs/performance.md": ("bench-steps", "bench-runs"),
     "docs/config.md": ("config-groups", "config-keys"),
 }
@@ -95,6 +97,33 @@ def demo_block(root: Path) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- bench
+
+
+def demo_map_block(root: Path) -> str:
+    """What the demo's question gives at the paper's 1000 epochs, at the demo's setting and at lr 0.001, from the
+    failure map's records (each point: mean test accuracy over its seeds, and GAT-Lip − GAT with its interval)."""
+    from lipgnn.results.artifacts.lipschitznorm import failure_map
+    from lipgnn.results.engine import Loader
+
+    frame = Loader(root / "results").frame(failure_map.ARTIFACT)
+    done = {(p.depth, p.lr, p.dropout): p for p in failure_map.points(frame, 1000) if p.gat.n and p.lip.n}
+    settings = ((0.005, "authors'", "the demo's setting (lr 0.005, the authors' dropouts)"),
+                (0.001, "authors'", "lr 0.001 with the authors' dropouts"),
+                (0.001, "none", "lr 0.001 without dropout"))
+    lines = ["The same question at the paper's 1000 epochs, from the records of the pre-registered "
+             "[failure map](results/REPRODUCTION.md#failure_map) (Cora, test accuracy at the epoch of best validation "
+             "accuracy, mean over seeds; GAT-Lip − GAT paired over seeds, 95 % interval):", ""]
+    for depth in sorted(failure_map.DEPTHS):
+        parts = []
+        for lr, dropout, name in settings:
+            p = done.get((depth, lr, dropout))
+            if p is None:
+                parts.append(f"{name}: not run yet")
+                continue
+            parts.append(f"{name}: GAT {100 * p.gat.mean:.1f} % vs GAT-Lip {100 * p.lip.mean:.1f} % "
+                         f"({p.diff.text()} points)")
+        lines.append(f"- {depth} layers — " + "; ".join(parts) + ".")
+    return "\n".join(lines)
 
 
 def _bench_rows(path: Path) -> dict[tuple[str, int, str], dict[str, float]]:
@@ -277,7 +306,7 @@ def config_keys_block(conf: Path) -> str:
 
 def blocks(root: Path) -> dict[str, str]:
     conf = Path(CONF_DIR)
-    return {"demo": demo_block(root), "bench-summary": bench_summary_block(root),
+    return {"demo": demo_block(root), "demo-map": demo_map_block(root), "bench-summary": bench_summary_block(root),
             "bench-steps": bench_steps_block(root), "bench-runs": bench_runs_block(root),
             "config-groups": config_groups_block(conf), "config-keys": config_keys_block(conf)}
 

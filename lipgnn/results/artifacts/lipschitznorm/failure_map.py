@@ -1,0 +1,330 @@
+"""The failure map: where a deep plain GAT fails to train on Cora at the paper's 1000 epochs, and where
+LipschitzNorm rescues it (the headline of Table 3 and Fig. 3, tested over the axes that decide it).
+
+Pre-registered in ``conf/experiment/failure_map.yaml`` before its first record (``git log`` shows the order):
+
+- grid: Cora, depth {15, 30}, GAT and GAT-Lip, lr {0.005, 0.001} x dropout {the authors' 0.6 / 0.3, none}, hidden
+  64, 1 head, seeds 0-4, 1000 epochs, constant lr, no early stopping, test accuracy at the epoch of best
+  validation accuracy;
+- primary comparison: 30 layers at the paper's defaults (lr 0.005, dropout 0.6 / 0.3), GAT-Lip - GAT paired over
+  seeds, against the paper's +39.8 points (Table 3: 69.3 - 29.5);
+- reading rule per point: a model *fails to train* when its mean test accuracy is below ``FAILS_BELOW``; LipschitzNorm
+  *rescues* a point when GAT fails there, GAT-Lip does not, and the paired interval of GAT-Lip - GAT lies above 0.
+
+Every point is reported; none is selected. Beside each 1000-epoch point stands the same point at 200 epochs from
+Table 3's CPU grid (``experiment=table3``), which has exactly these two axes: where the two disagree, the budget
+changes the answer. The attention-gradient norm is the largest per-layer norm of the attention parameters' gradient
+over the first ``log.grad_norms_epochs`` epochs (the quantity of Fig. 2), the median over seeds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from lipgnn.results.artifact import Artifact
+from lipgnn.results.render.text import md_table
+from lipgnn.results.stats import MIN_SEEDS, Interval, paired_difference, t_interval
+from lipgnn.results.verdict import Claim
+
+if TYPE_CHECKING:
+    import matplotlib.figure
+
+EXPERIMENT = "failure_map"
+BASELINE = "table3"          # its CPU grid: the same lr x dropout axes at 200 epochs
+FAILS_BELOW = 0.50           # pre-registered: between the paper's failing (29.5-38.2 %) and working (69.3-79.4 %)
+DEPTHS = (15, 30)
+LRS = (0.005, 0.001)
+DROPOUTS = ("authors'", "none")   # model.dropout / model.attn_dropout: 0.6 / 0.3, and 0 / 0
+VARIANTS = ("GAT", "GAT-Lip")
+# The paper's Table 3 on Cora (test accuracy, %) per variant and depth, and its claimed difference at 30 layers.
+PAPER = {("GAT", 15): 38.2, ("GAT", 30): 29.5, ("GAT-Lip", 15): 79.4, ("GAT-Lip", 30): 69.3}
+PRIMARY = {"depth": 30, "lr": 0.005, "dropout": "authors'"}
+SECTION = "§7.3, Table 3"
+QUOTE = ("Even for a large number of layers (l>15), where the models without any normalization fail to converge, "
+         "the variants using the LipschitzNorm achieve comparable to the state-of-the-art results [Table 3, Cora, "
+         "30 layers: GAT 29.5 vs GAT-Lip 69.3]")
+
+
+def _frame(df: pd.DataFrame) -> pd.DataFrame:
+    """The runs of both experiments with the map's axes as columns: ``budget_epochs``, ``dropout_setting``,
+    ``scheduler``, ``test`` (the run's selected test metric), ``grad_max``; failed runs and runs outside their
+    experiment's declared grid dropped."""
+    from lipgnn.results.protocol import with_selected_metrics
+
+    if df.empty:
+        return df
+    out = with_selected_metrics(df)
+    out = out[(out["dataset"] == "cora") & out["variant"].isin(VARIANTS + ("GAT-res", "GAT-Lip-res"))].copy()
+
+    def config(row: pd.Series, *path: str) -> Any:
+        node: Any = row["config"]
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        return node
+
+    out["dropout_setting"] = [
+        "none" if float(config(r, "model", "dropout") or 0.0) == 0.0
+        and float(config(r, "model", "attn_dropout") or 0.0) == 0.0 else "authors'"
+        for _, r in out.iterrows()]
+    out["scheduler"] = [str(config(r, "train", "scheduler") or "none") for _, r in out.iterrows()]
+    out["budget_epochs"] = out["epochs"].astype(float)
+    out["test"] = out["sel_test"].astype(float)
+    out["grad_max"] = [_grad_max(h) for h in out["history"]]
+    return out
+
+
+def _grad_max(history: Any) -> float:
+    """The largest attention-gradient norm (any layer) over the epochs the record kept, NaN if none."""
+    rows = history.get("grad_norms") if isinstance(history, dict) else None
+    values = [float(v) for row in rows or [] if row for v in row if v is not None and math.isfinite(float(v))]
+    return max(values) if values else math.nan
+
+
+@dataclass(frozen=True)
+class Point:
+    """One grid point (depth, lr, dropout setting, epoch budget) of the map: both variants and their difference."""
+
+    depth: int
+    lr: float
+    dropout: str
+    epochs: int
+    gat: Interval
+    lip: Interval
+    diff: Interval            # paired GAT-Lip - GAT
+    grad_gat: float
+    grad_lip: float
+    std_gat: float = math.nan   # sample std over seeds (ddof=1)
+    std_lip: float = math.nan
+
+    def gat_text(self) -> str:
+        return _pct(self.gat, self.std_gat)
+
+    def lip_text(self) -> str:
+        return _pct(self.lip, self.std_lip)
+
+    @property
+    def gat_fails(self) -> bool:
+        return self.gat.n > 0 and self.gat.mean < FAILS_BELOW
+
+    @property
+    def lip_fails(self) -> bool:
+        return self.lip.n > 0 and self.lip.mean < FAILS_BELOW
+
+    @property
+    def rescued(self) -> bool:
+        """The pre-registered rule: GAT fails, GAT-Lip does not, and the paired interval lies above 0."""
+        return (self.gat_fails and not self.lip_fails and self.diff.n >= MIN_SEEDS
+                and math.isfinite(self.diff.lo) and self.diff.lo > 0.0)
+
+    @property
+    def complete(self) -> bool:
+        """Both variants at ``MIN_SEEDS`` paired seeds or more: the point can be read."""
+        return self.diff.n >= MIN_SEEDS
+
+
+def points(df: pd.DataFrame, epochs: int = 1000, scheduler: str = "none") -> list[Point]:
+    """Every (depth, lr, dropout) point of the main map at ``epochs`` (1000: this experiment; 200: Table 3's CPU
+    grid), in the declared order."""
+    runs = _frame(df)
+    out = []
+    for depth in DEPTHS[::-1]:
+        for lr in LRS:
+            for dropout in DROPOUTS:
+                if runs.empty:
+                    here = runs
+                else:
+                    here = runs[(runs["depth"] == depth) & np.isclose(runs["lr"].astype(float), lr)
+                                & (runs["dropout_setting"] == dropout) & (runs["budget_epochs"] == epochs)
+                                & (runs["scheduler"] == scheduler) & ~runs["diverged"].astype(bool)]
+                gat = here[here["variant"] == "GAT"] if not here.empty else here
+                lip = here[here["variant"] == "GAT-Lip"] if not here.empty else here
+                out.append(Point(depth, lr, dropout, epochs, t_interval(_col(gat, "test")),
+                                 t_interval(_col(lip, "test")),
+                                 paired_difference(lip, gat, "test") if len(gat) and len(lip) else Interval(
+                                     0, math.nan, math.nan, math.nan),
+                                 _median(gat, "grad_max"), _median(lip, "grad_max"), _std(gat), _std(lip)))
+    return out
+
+
+def _col(runs: pd.DataFrame, column: str) -> list[float]:
+    return [] if runs.empty else [float(v) for v in runs[column]]
+
+
+def _std(runs: pd.DataFrame) -> float:
+    values = _col(runs, "test")
+    return float(np.std(values, ddof=1)) if len(values) > 1 else math.nan
+
+
+def _median(runs: pd.DataFrame, column: str) -> float:
+    values = [v for v in _col(runs, column) if math.isfinite(v)]
+    return float(np.median(values)) if values else math.nan
+
+
+def _pct(interval: Interval, std: float) -> str:
+    if interval.n == 0:
+        return "not run"
+    spread = f" ± {100 * std:.1f}" if math.isfinite(std) else ""
+    return f"{100 * interval.mean:.1f}{spread} (n={interval.n})"
+
+
+def _grad(value: float) -> str:
+    return f"{value:.1e}" if math.isfinite(value) else "-"
+
+
+def _reading(point: Point) -> str:
+    if not point.complete:
+        return "not run" if point.diff.n == 0 else f"partial ({point.diff.n} paired seeds)"
+    if point.rescued:
+        return "**GAT fails, LipschitzNorm rescues**"
+    if point.gat_fails and point.lip_fails:
+        return "both fail"
+    if point.gat_fails:
+        return "GAT fails; GAT-Lip above 50 % but the interval holds 0"
+    if point.lip_fails:
+        return "GAT-Lip fails, GAT trains"
+    return "both train"
+
+
+def map_table(df: pd.DataFrame) -> str:
+    """The map as a Markdown table: every point at 1000 epochs beside the same point at 200 epochs."""
+    long = points(df, 1000)
+    short = {(p.depth, p.lr, p.dropout): p for p in points(df, 200)}
+    rows = []
+    for p in long:
+        s = short[(p.depth, p.lr, p.dropout)]
+        rows.append([str(p.depth), f"{p.lr:g}", p.dropout, p.gat_text(), p.lip_text(),
+                     p.diff.text() if p.diff.n else "-", f"{_grad(p.grad_gat)} / {_grad(p.grad_lip)}", _reading(p),
+                     f"{s.gat_text()} / {s.lip_text()}" if s.gat.n or s.lip.n else "not run", _reading(s)])
+    head = ["layers", "lr", "dropout", "GAT, 1000 ep.", "GAT-Lip, 1000 ep.", "GAT-Lip − GAT (points)",
+            "attention-gradient norm GAT / GAT-Lip", "reading (1000 ep.)", "GAT / GAT-Lip, 200 ep.",
+            "reading (200 ep.)"]
+    return "\n".join(md_table(head, rows))
+
+
+def primary(df: pd.DataFrame) -> Point | None:
+    for p in points(df, 1000):
+        if (p.depth, p.lr, p.dropout) == (PRIMARY["depth"], PRIMARY["lr"], PRIMARY["dropout"]):
+            return p
+    return None
+
+
+def paper_effect(depth: int) -> float:
+    """The paper's GAT-Lip - GAT on Cora at ``depth`` (fraction)."""
+    return (PAPER[("GAT-Lip", depth)] - PAPER[("GAT", depth)]) / 100.0
+
+
+def verdict_sentence(df: pd.DataFrame) -> str:
+    """One sentence: where GAT fails at 1000 epochs, where LipschitzNorm rescues it, and what it means for Table 3."""
+    done = [p for p in points(df, 1000) if p.complete]
+    if not done:
+        return "No record of the failure map yet: run `python train.py -m experiment=failure_map budget=cpu`."
+
+    def where(ps: list[Point]) -> str:
+        return "; ".join(f"{p.depth} layers, lr {p.lr:g}, dropout {p.dropout}" for p in ps) or "nowhere"
+
+    fails = [p for p in done if p.gat_fails]
+    rescued = [p for p in done if p.rescued]
+    trains = [p for p in done if not p.gat_fails]
+    n_all = len(points(df, 1000))
+    meaning = ("Table 3's gap holds only where plain GAT is run at the failing settings, not at its best"
+               if rescued and trains else
+               "Table 3's gap is there at every point we ran" if rescued and not trains else
+               "at no point we ran does LipschitzNorm turn a failing GAT into a trained one, so Table 3's gap is "
+               "not reproduced on this grid")
+    return (f"At 1000 epochs on Cora ({len(done)} of {n_all} points run), plain GAT fails to train (mean test "
+            f"accuracy below {100 * FAILS_BELOW:.0f} %) at: {where(fails)}; LipschitzNorm rescues it at: "
+            f"{where(rescued)}; plain GAT trains at: {where(trains)}. {meaning}.")
+
+
+def report(df: pd.DataFrame) -> dict[str, str]:
+    p = primary(df)
+    lines = [verdict_sentence(df), ""]
+    if p is not None and p.diff.n:
+        lines.append(f"Primary comparison (pre-registered): 30 layers, lr 0.005, the authors' dropouts, GAT-Lip − GAT "
+                     f"= {p.diff.text()} points (paper: {100 * paper_effect(30):+.1f}; GAT {PAPER[('GAT', 30)]} "
+                     f"vs GAT-Lip {PAPER[('GAT-Lip', 30)]} %).")
+        lines.append("")
+    lines.append(map_table(df))
+    lines.append("")
+    lines.append(f"Test accuracy (%) at the epoch of best validation accuracy, mean ± std (n seeds); a model fails "
+                 f"below {100 * FAILS_BELOW:.0f} %. The 200-epoch columns are Table 3's CPU grid (`experiment=table3`),"
+                 " the same points at a fifth of the budget. Grid and rule: `conf/experiment/failure_map.yaml`.")
+    return {"failure_map": "\n".join(lines)}
+
+
+def claims(df: pd.DataFrame) -> list[Claim]:
+    p = primary(df)
+    runs = 0 if p is None else p.gat.n + p.lip.n
+    if p is None or not p.complete:
+        return [Claim("lipschitznorm", SECTION, QUOTE, "not run", "the failure map's primary point has no record yet.",
+                      runs, "failure_map", protocol="1000 epochs, 5 seeds, 4 of 384 configurations per cell")]
+    evidence = (f"30 layers, lr 0.005, authors' dropouts, 1000 epochs: GAT {p.gat_text()} vs GAT-Lip {p.lip_text()}; "
+                f"GAT-Lip − GAT {p.diff.text()} points (paper {100 * paper_effect(30):+.1f}).")
+    return [Claim("lipschitznorm", SECTION, QUOTE, _scale(p), evidence, runs, "failure_map",
+                  n_seeds=p.diff.n, p_value=p.diff.p_value() if p.diff.n >= MIN_SEEDS else None)]
+
+
+def _scale(p: Point) -> str:
+    """The primary comparison on the suite's verdict scale, against the paper's effect."""
+    from lipgnn.results import verdict
+
+    scale = getattr(verdict, "effect_outcome", None)
+    if scale is not None:
+        return scale(p.diff, paper_effect(30)).outcome
+    from lipgnn.results.stats import greater
+
+    return greater(p.diff)
+
+
+def figure(df: pd.DataFrame) -> matplotlib.figure.Figure:
+    """Small multiples: for each depth, a heat map of mean test accuracy over lr x dropout, GAT beside GAT-Lip, the
+    paper's number in each panel's title; cells not run are blank."""
+    import matplotlib.pyplot as plt
+
+    from matplotlib.patches import Rectangle
+
+    all_points = points(df, 1000)
+    fig, axes = plt.subplots(len(DEPTHS), len(VARIANTS), figsize=(8.4, 6.6), squeeze=False, layout="constrained")
+    image = None
+    for i, depth in enumerate(DEPTHS):
+        for j, variant in enumerate(VARIANTS):
+            ax = axes[i][j]
+            grid = np.full((len(LRS), len(DROPOUTS)), np.nan)
+            seeds = np.zeros((len(LRS), len(DROPOUTS)), dtype=int)
+            for p in all_points:
+                value = p.gat if variant == "GAT" else p.lip
+                if p.depth == depth and value.n:
+                    grid[LRS.index(p.lr), DROPOUTS.index(p.dropout)] = 100 * value.mean
+                    seeds[LRS.index(p.lr), DROPOUTS.index(p.dropout)] = value.n
+            image = ax.imshow(grid, vmin=0, vmax=100, cmap="viridis", aspect="auto")
+            for r in range(len(LRS)):
+                for c in range(len(DROPOUTS)):
+                    if math.isnan(grid[r, c]):
+                        ax.text(c, r, "not run", ha="center", va="center", color="0.5")
+                    else:
+                        ax.text(c, r, f"{grid[r, c]:.1f}\n(n={seeds[r, c]})", ha="center", va="center",
+                                color="white" if grid[r, c] < 60 else "black")
+            # The paper's defaults (lr 0.005, the authors' dropouts): where its Table 3 numbers come from.
+            ax.add_patch(Rectangle((DROPOUTS.index("authors'") - 0.5, LRS.index(0.005) - 0.5), 1, 1, fill=False,
+                                   edgecolor="red", linewidth=2))
+            ax.set_xticks(range(len(DROPOUTS)), [f"dropout {d}" for d in DROPOUTS])
+            ax.set_yticks(range(len(LRS)), [f"lr {lr:g}" if j == 0 else "" for lr in LRS])
+            ax.set_title(f"{variant}, {depth} layers (paper: {PAPER[(variant, depth)]:.1f} %)", fontsize=10)
+    if image is not None:
+        fig.colorbar(image, ax=axes, label="test accuracy (%), mean over seeds", shrink=0.8)
+    fig.suptitle("Failure map: Cora, 1000 epochs (red: the authors' code's defaults, lr 0.005, dropout 0.6 / attention 0.3)",
+                 fontsize=10)
+    return fig
+
+
+ARTIFACT = Artifact(
+    name="failure_map", paper="lipschitznorm",
+    title="Failure map: where deep GAT fails at 1000 epochs and where LipschitzNorm rescues it",
+    experiments=(EXPERIMENT, BASELINE), needs_history=True,
+    figure=figure, report=report, claims=claims,
+)

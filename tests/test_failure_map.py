@@ -1,0 +1,72 @@
+"""The failure map's artifact, from hand-built records: the pre-registered reading rule (fails below 50 %,
+rescued only when the paired interval clears 0), partial points, the 200-epoch column from Table 3's grid, and
+that the experiment's declared grid starts with the primary comparison's point."""
+
+from __future__ import annotations
+
+import pandas as pd
+from omegaconf import OmegaConf
+
+from lipgnn.results.artifacts.lipschitznorm import failure_map as fm
+from lipgnn.results.records import flatten_record, records_frame
+
+DEFAULTS = {"dropout": 0.6, "attn_dropout": 0.3}
+
+
+def record(norm: str, test: float, seed: int, *, depth: int = 30, lr: float = 0.005, epochs: int = 1000,
+           dropout: dict | None = None, experiment: str = "failure_map") -> dict:
+    cfg = {"model": {"name": "gat", "hidden": 64, "heads": 1, "residual": False, **(dropout or DEFAULTS)},
+           "norm": {"name": norm}, "dataset": {"name": "cora"}, "depth": depth, "seed": seed,
+           "train": {"epochs": epochs, "lr": lr, "selection": "best_val", "scheduler": "none"},
+           "budget": {"name": "cpu"}}
+    point = {"epoch": 10, "train": 0.5, "val": test, "test": test}
+    return {"run_id": f"{norm}-{depth}-{lr}-{epochs}-s{seed}", "experiment": experiment, "status": "completed",
+            "config": cfg, "best": point, "last": point, "epochs_run": epochs,
+            "history": {"grad_norms": [[1.0, 2.0e3 if norm == "none" else 0.5]]}}
+
+
+def frame(gat: list[float], lip: list[float], **kw) -> pd.DataFrame:
+    rows = [flatten_record(record("none", v, s, **kw)) for s, v in enumerate(gat)]
+    rows += [flatten_record(record("lip", v, s, **kw)) for s, v in enumerate(lip)]
+    return records_frame(rows)
+
+
+def test_rescue_needs_gat_failing_lip_training_and_the_interval_above_zero() -> None:
+    p = fm.primary(frame([0.30, 0.31, 0.29, 0.32, 0.30], [0.70, 0.72, 0.69, 0.71, 0.70]))
+    assert p is not None and p.gat_fails and not p.lip_fails and p.rescued
+    assert fm.PRIMARY == {"depth": 30, "lr": 0.005, "dropout": "authors'"}
+    assert p.grad_gat == 2.0e3 and p.grad_lip == 1.0
+    # GAT-Lip above 50 % on average, but one seed below GAT: the paired interval holds 0, so no rescue.
+    p = fm.primary(frame([0.30, 0.31, 0.29, 0.32, 0.45], [0.95, 0.90, 0.29, 0.31, 0.30]))
+    assert p is not None and p.gat_fails and not p.lip_fails and not p.rescued
+    # GAT at 50 % or more trains: nothing to rescue, whatever GAT-Lip does.
+    p = fm.primary(frame([0.50, 0.52, 0.51, 0.53, 0.50], [0.80, 0.81, 0.79, 0.82, 0.80]))
+    assert p is not None and not p.gat_fails and not p.rescued
+
+
+def test_partial_points_are_not_read() -> None:
+    df = frame([0.30, 0.31], [0.70, 0.72])
+    p = fm.primary(df)
+    assert p is not None and not p.complete
+    assert "partial (2 paired seeds)" in fm.report(df)["failure_map"]
+    assert fm.claims(df)[0].verdict == "not run"
+
+
+def test_the_200_epoch_column_comes_from_table3_records_and_the_sentence_names_the_points() -> None:
+    long = frame([0.30, 0.31, 0.29, 0.32, 0.30], [0.70, 0.72, 0.69, 0.71, 0.70])
+    short = frame([0.75, 0.74, 0.76, 0.73, 0.75], [0.74, 0.76, 0.75, 0.74, 0.73], epochs=200, experiment="table3")
+    df = pd.concat([long, short], ignore_index=True)
+    text = fm.report(df)["failure_map"]
+    row = next(line for line in text.splitlines() if line.startswith("| 30 | 0.005 | authors'"))
+    assert "30.4" in row and "74.6" in row and "both train" in row
+    sentence = fm.verdict_sentence(df)
+    assert "rescues it at: 30 layers, lr 0.005, dropout authors'" in sentence
+    assert "1 of 8 points run" in sentence
+
+
+def test_the_declared_grid_launches_the_primary_point_first() -> None:
+    grid = OmegaConf.load("conf/grid/failure_map_cpu.yaml").hydra.sweeper.params
+    first = {key: str(value).split(",")[0] for key, value in grid.items()}
+    assert first["depth"] == "30" and first["train.lr"] == "0.005" and first["dropout"] == "default"
+    experiment = OmegaConf.load("conf/experiment/failure_map.yaml")
+    assert experiment.train.epochs == 1000 and experiment.train.early_stopping == 0
