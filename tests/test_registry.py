@@ -31,8 +31,8 @@ def test_every_artifact_module_loads_and_names_are_unique() -> None:
 
 def test_the_lipschitznorm_artifacts_are_registered_in_output_order() -> None:
     names = [a.name for a in registry.artifacts() if a.paper == "lipschitznorm"]
-    assert names == ["depth_board", "table1", "table2", "table3", "failure_map", "fig2", "fig3", "fig4", "fig5", "fig5_legacy", "fig6",
-                     "fig6_protocol"]
+    assert names == ["depth_board", "table1", "table2", "table3", "failure_map", "fig2", "fig3", "fig4", "fig5",
+                     "fig5_legacy", "fig6", "fig6_protocol"]
 
 
 BEYOND_THE_PAPER = {"lip_estimates", "depth_energy", "kim_fig6_l2"}

@@ -285,7 +285,6 @@ def figure(df: pd.DataFrame) -> matplotlib.figure.Figure:
     """Small multiples: for each depth, a heat map of mean test accuracy over lr x dropout, GAT beside GAT-Lip, the
     paper's number in each panel's title; cells not run are blank."""
     import matplotlib.pyplot as plt
-
     from matplotlib.patches import Rectangle
 
     all_points = points(df, 1000)
@@ -317,8 +316,8 @@ def figure(df: pd.DataFrame) -> matplotlib.figure.Figure:
             ax.set_title(f"{variant}, {depth} layers (paper: {PAPER[(variant, depth)]:.1f} %)", fontsize=10)
     if image is not None:
         fig.colorbar(image, ax=axes, label="test accuracy (%), mean over seeds", shrink=0.8)
-    fig.suptitle("Failure map: Cora, 1000 epochs (red: the authors' code's defaults, lr 0.005, dropout 0.6 / attention 0.3)",
-                 fontsize=10)
+    fig.suptitle("Failure map: Cora, 1000 epochs (red: the authors' code's defaults, lr 0.005, dropout 0.6 / "
+                 "attention 0.3)", fontsize=10)
     return fig
 
 
