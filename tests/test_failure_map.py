@@ -61,7 +61,8 @@ def test_the_200_epoch_column_comes_from_table3_records_and_the_sentence_names_t
     assert "30.4" in row and "74.6" in row and "both train" in row
     sentence = fm.verdict_sentence(df)
     assert "rescues it at: 30 layers, lr 0.005, dropout authors'" in sentence
-    assert "1 of 8 points run" in sentence
+    assert "1 of 8 points read" in sentence
+    assert "changes the reading at 30 layers, lr 0.005, dropout authors' (both train at 200" in fm.budget_sentence(df)
 
 
 def test_the_declared_grid_launches_the_primary_point_first() -> None:
