@@ -16,8 +16,10 @@ from torch_geometric.data import Data
 from torch_geometric.nn import GATConv, GATv2Conv, TransformerConv
 from torch_geometric.nn.models import GAT, GCN
 
-from lipgnn.diagnostics.diagnose import COLUMNS, diagnose, mean_average_distance, summarise
+from lipgnn.diagnostics.diagnose import COLUMNS, diagnose
 from lipgnn.diagnostics.energy import GraphMeasure
+from lipgnn.diagnostics.measures import mean_average_distance
+from lipgnn.diagnostics.summary import summarise
 from lipgnn.errors import ConfigError
 
 
@@ -31,18 +33,20 @@ def _data(n: int = 40, f: int = 12, classes: int = 3, seed: int = 0) -> Data:
                 train_mask=torch.arange(n) < n // 2)
 
 
-def test_any_pyg_model_gives_one_row_per_message_passing_call() -> None:
+def test_any_pyg_model_gives_the_input_row_and_one_row_per_message_passing_call() -> None:
     data = _data()
     torch.manual_seed(0)
     model = GCN(12, 16, 5, out_channels=3)
     result = diagnose(model, data, labels=data.y)
     df = result.layers
     assert list(df.columns) == list(COLUMNS)
-    assert list(df["layer"]) == [f"convs.{i}" for i in range(5)] and set(df["kind"]) == {"GCNConv"}
-    assert df[["dirichlet", "laplacian", "mad", "group_distance_ratio", "lipschitz_lower"]].notna().all().all()
+    assert list(df["layer"]) == ["input"] + [f"convs.{i}" for i in range(5)] and list(df["depth"]) == list(range(6))
+    assert set(df["kind"][1:]) == {"GCNConv"}
+    measured = ["dirichlet", "laplacian", "rayleigh", "feature_norm", "mad", "group_distance_ratio", "group_ratio"]
+    assert df[measured].notna().all().all() and df["lipschitz_lower"][1:].notna().all()
     assert df["attn_grad_norm"].isna().all()  # train_steps=0
-    # the energies are the suite's E_1 / E_2 per entry of each layer's output
-    outputs: list[torch.Tensor] = []
+    # the energies are the suite's E_1 / E_2 per entry of the input and of each layer's output
+    outputs: list[torch.Tensor] = [data.x]
     hooks = [conv.register_forward_hook(lambda m, a, o: outputs.append(o.detach())) for conv in model.convs]
     model.eval()
     with torch.no_grad():
@@ -52,7 +56,16 @@ def test_any_pyg_model_gives_one_row_per_message_passing_call() -> None:
     graph = GraphMeasure(data.edge_index, data.num_nodes)
     assert df["dirichlet"].tolist() == pytest.approx([graph.energy(h, 1, normalise="entries") for h in outputs])
     assert df["laplacian"].tolist() == pytest.approx([graph.energy(h, 2, normalise="entries") for h in outputs])
-    assert isinstance(result.summary, str) and "\n" not in result.summary and "energy" in result.summary
+    # the Rayleigh quotient is 2 tr(X^T L X) / ||X||_F^2 with L = D - A (a dense computation)
+    adj = torch.zeros(data.num_nodes, data.num_nodes, dtype=torch.float64)
+    adj[data.edge_index[0], data.edge_index[1]] = 1.0
+    adj.fill_diagonal_(0.0)
+    lap = torch.diag(adj.sum(1)) - adj
+    dense = [float(2 * torch.trace(h.double().T @ lap @ h.double()) / (h.double() ** 2).sum()) for h in outputs]
+    assert df["rayleigh"].tolist() == pytest.approx(dense, rel=1e-9)
+    assert df["feature_norm"].tolist() == pytest.approx([float(h.double().norm() / data.num_nodes ** 0.5)
+                                                         for h in outputs])
+    assert isinstance(result.summary, str) and "\n" not in result.summary and "energy/|X|^2" in result.summary
 
 
 def test_suite_energy_code_is_the_one_used() -> None:
@@ -67,7 +80,7 @@ def test_suite_energy_code_is_the_one_used() -> None:
     torch.manual_seed(0)
     model = build_model(model_cfg, {"name": "lip"}, spec, 3)
     result = diagnose(model, data, forward=lambda m, d: m(d.x, d.edge_index, None))
-    assert len(result.layers) == 3
+    assert len(result.layers) == 4
     suite = layer_energies(model, data, m=1, normalise="entries")
     assert result.layers["dirichlet"].iloc[-1] == pytest.approx(suite[-1], rel=1e-9)
 
@@ -94,7 +107,7 @@ def test_lipschitz_lower_is_below_the_layer_jacobian_norm() -> None:
     conv = model.convs[0].eval()
     jac = torch.func.jacrev(lambda z: conv(z, data.edge_index))(data.x)
     full = float(torch.linalg.matrix_norm(jac.detach().reshape(jac.size(0) * jac.size(1), -1), ord=2))
-    bound = result.layers["lipschitz_lower"].iloc[0]
+    bound = result.layers["lipschitz_lower"].iloc[1]  # row 0: the input features
     assert 0 < bound <= full * (1 + 1e-6)
 
 
@@ -104,7 +117,7 @@ def test_attention_gradients_with_train_steps_and_the_model_is_restored() -> Non
     model = GAT(12, 16, 3, out_channels=3)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     result = diagnose(model, data, train_steps=3, lipschitz=False)
-    grads = result.layers["attn_grad_norm"]
+    grads = result.layers["attn_grad_norm"][1:]
     assert grads.notna().all() and (grads > 0).all()
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     assert "attention gradients reach" in result.summary
@@ -118,13 +131,138 @@ def test_model_without_message_passing_is_refused_in_one_line() -> None:
     assert "\n" not in str(err.value) and "MessagePassing" in str(err.value)
 
 
-def test_summary_names_over_smoothing_and_its_rate() -> None:
-    rows = pd.DataFrame({"dirichlet": [2.0 ** -k for k in range(0, 20, 2)], "attn_grad_norm": [math.nan] * 10,
-                         "lipschitz_lower": [math.nan] * 10})
-    line = summarise(rows)
-    assert line.startswith("energy falls 2.6·10^5x from layer 1 to 10, halving every 0.5 layers: over-smoothing")
-    flat = summarise(rows.assign(dirichlet=[1.0] * 10))
-    assert "no strong over-smoothing" in flat
+def _table(rayleigh: list[float], mad: list[float], norm: list[float]) -> pd.DataFrame:
+    n = len(rayleigh)
+    nan = [math.nan] * n
+    return pd.DataFrame({"depth": range(n), "rayleigh": rayleigh, "mad": mad, "feature_norm": norm,
+                         "dirichlet": [r * v * v for r, v in zip(rayleigh, norm, strict=True)], "group_ratio": nan,
+                         "attn_grad_norm": nan, "lipschitz_lower": nan})
+
+
+@pytest.mark.parametrize(("rayleigh", "mad", "verdict"), [
+    ([1.0] * 5, [0.9, 0.9, 0.8, 0.7, 0.6], "no smoothing"),        # MAD falls 1.5x: under SMOOTHING
+    ([1.0] * 5, [0.9, 0.8, 0.6, 0.5, 0.4], "smoothing"),           # MAD falls 2.25x
+    ([1.0, 0.5, 0.25, 0.2, 0.4], [0.9] * 5, "smoothing"),          # energy/|X|^2 falls 2.5x
+    ([1.0] * 5, [0.9, 0.5, 0.2, 0.1, 0.05], "over-smoothing"),     # MAD falls 18x (GCN's limit)
+    ([1.0, 0.1, 0.05, 0.01, 0.005], [0.9] * 5, "over-smoothing"),  # energy/|X|^2 falls 200x (attention's)
+])
+def test_smoothing_verdict_reads_the_scale_free_quantities(rayleigh: list[float], mad: list[float],
+                                                           verdict: str) -> None:
+    for norm in ([1.0] * 5, [1.0, 10.0, 100.0, 1e3, 1e4], [1.0, 0.1, 1e-2, 1e-3, 1e-4]):  # whatever the scale
+        line = summarise(_table(rayleigh, mad, norm))
+        assert f": {verdict};" in line, line
+
+
+@pytest.mark.parametrize(("norm", "verdict"), [
+    ([1.0, 2.0, 4.0, 8.0, 9.9], "scale stable"), ([1.0, 2.0, 4.0, 8.0, 10.0], "over-scaling"),
+    ([1.0, 0.5, 0.3, 0.2, 0.11], "scale stable"), ([1.0, 0.5, 0.3, 0.2, 0.1], "features shrink"),
+])
+def test_scale_verdict_reads_the_feature_norm(norm: list[float], verdict: str) -> None:
+    for rayleigh in ([1.0] * 5, [1.0, 0.1, 0.01, 1e-3, 1e-4]):
+        line = summarise(_table(rayleigh, [0.9] * 5, norm))
+        assert f"feature norm {'rises' if norm[-1] > 1 else 'falls'}" in line and f": {verdict};" in line, line
+
+
+def test_summary_gives_the_rate_and_the_raw_energy() -> None:
+    line = summarise(_table([2.0 ** -k for k in range(10)], [0.9] * 10, [1.0] * 10))
+    assert line.startswith("energy/|X|^2 falls 512x from layer 0 to 9, halving every 1 layers, MAD 0.9 -> 0.9: "
+                           "over-smoothing; feature norm"), line
+    assert "raw energy falls 512x from layer 0 to 9 (scale and smoothing together)" in line
+
+
+def _cora(data_root: Path) -> Data:
+    from lipgnn.config import compose
+    from lipgnn.data import load
+
+    return next(iter(load(compose(["dataset=cora"]).dataset, 0).eval_batches()))
+
+
+class _ResidualLayerNormGAT(nn.Module):
+    """A hand-written stack a PyG user would write: x <- x + relu(GATConv(LayerNorm(x)))."""
+
+    def __init__(self, features: int, hidden: int, classes: int, depth: int) -> None:
+        super().__init__()
+        self.inp, self.out = nn.Linear(features, hidden), nn.Linear(hidden, classes)
+        self.convs = nn.ModuleList(GATConv(hidden, hidden) for _ in range(depth))
+        self.norms = nn.ModuleList(nn.LayerNorm(hidden) for _ in range(depth))
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        x = self.inp(x)
+        for conv, norm in zip(self.convs, self.norms, strict=True):
+            x = x + torch.relu(conv(norm(x), edge_index))
+        return self.out(x)
+
+
+def _linear_gcn(features: int, depth: int, gain: float) -> GCN:
+    """GCN propagation only: every layer's weight ``gain`` times the identity, no bias, no activation."""
+    torch.manual_seed(0)
+    model = GCN(features, features, depth, out_channels=features, act=None, bias=False)
+    with torch.no_grad():
+        for conv in model.convs:
+            conv.lin.weight.copy_(gain * torch.eye(features))
+    return model
+
+
+def test_verdicts_on_the_issue_models(data_root: Path) -> None:
+    """Smoothing and scale are judged apart: the residual + LayerNorm GAT's raw energy rises while its
+    features smooth (no "explode"), the 32-layer GCN over-smooths while its features shrink, GCN propagation at
+    a constant scale over-smooths with a stable norm, and the same propagation times 3 per layer over-scales."""
+    data = _cora(data_root)
+    options = {"labels": data.y, "lipschitz": False, "mad_nodes": 256}
+    torch.manual_seed(0)
+    line = diagnose(_ResidualLayerNormGAT(data.num_features, 64, 7, 16), data, **options).summary
+    assert "explode" not in line and "raw energy rises" in line and "energy/|X|^2 falls" in line, line
+    assert ": smoothing;" in line and ": scale stable;" in line, line
+    torch.manual_seed(0)
+    line = diagnose(GCN(data.num_features, 64, 32, out_channels=7), data, **options).summary
+    assert ": over-smoothing;" in line and ": features shrink;" in line, line
+    graph = _data(n=60, f=8)
+    graph.x = graph.x.abs()  # positive features: much of their norm lies along GCN's limit direction
+    line = diagnose(_linear_gcn(8, 32, 1.0), graph, labels=graph.y, lipschitz=False).summary
+    assert ": over-smoothing;" in line and ": scale stable;" in line, line
+    line = diagnose(_linear_gcn(8, 8, 3.0), graph, labels=graph.y, lipschitz=False).summary
+    assert ": over-scaling;" in line, line
+
+
+def test_group_ratio_does_not_depend_on_the_feature_scale(data_root: Path) -> None:
+    """The 32-layer GCN's last layer, as it is and times 1e6: the scale-free ratio agrees within 1 %, PyG's
+    (eps = 1e-5 in its denominator) does not."""
+    data = _cora(data_root)
+    torch.manual_seed(0)
+    model = GCN(data.num_features, 64, 32, out_channels=7)
+    options = {"labels": data.y, "lipschitz": False, "mad_nodes": 64}
+    plain = diagnose(model, data, **options).layers.iloc[-1]
+    handle = model.convs[-1].register_forward_hook(lambda m, a, out: out * 1e6)
+    scaled = diagnose(model, data, **options).layers.iloc[-1]
+    handle.remove()
+    assert scaled["feature_norm"] == pytest.approx(plain["feature_norm"] * 1e6, rel=1e-4)
+    assert scaled["group_ratio"] == pytest.approx(plain["group_ratio"], rel=0.01)
+    assert abs(scaled["group_distance_ratio"] / plain["group_distance_ratio"] - 1) > 0.01
+
+
+def test_no_separation_baseline_is_the_ratio_of_label_free_features() -> None:
+    from torch_geometric.nn import DiffGroupNorm
+
+    from lipgnn.diagnostics.measures import group_distance_ratio, group_ratio, no_separation_baseline
+
+    gen = torch.Generator().manual_seed(0)
+    y = torch.randint(0, 7, (1400,), generator=gen)
+    x = torch.randn(1400, 16, generator=gen, dtype=torch.float64)
+    baseline = no_separation_baseline(y)
+    assert baseline == pytest.approx(7 / 36, rel=0.01)  # C / (C-1)^2 for large classes
+    assert group_ratio(x, y) == pytest.approx(baseline, rel=0.02)
+    assert group_ratio(x * 1e-6, y) == pytest.approx(group_ratio(x, y), rel=1e-9)
+    assert group_distance_ratio(x * 1e-6, y) < 0.5 * baseline  # PyG's eps: far below "no separation"
+    separated = x + 10.0 * torch.nn.functional.one_hot(y, 16).double()
+    assert group_ratio(separated, y) > 2 * baseline
+    assert math.isnan(group_ratio(x, torch.zeros(1400, dtype=torch.long)))  # one class: no ratio
+    # the raw column is PyG's function; on sampled rows, close to it
+    pyg = DiffGroupNorm.group_distance_ratio(separated, y)
+    assert group_distance_ratio(separated, y) == pytest.approx(pyg, rel=1e-9)
+    rows = torch.randperm(1400, generator=gen)[:300]
+    assert group_distance_ratio(separated, y, rows) == pytest.approx(pyg, rel=0.03)
+    # a class absent from the labels (PyG divides by its size): the classes present are used
+    assert group_ratio(separated, y * 2) == pytest.approx(group_ratio(separated, y), rel=1e-12)
 
 
 def test_plot_writes_a_file(tmp_path: Path) -> None:
