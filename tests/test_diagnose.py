@@ -265,6 +265,110 @@ def test_no_separation_baseline_is_the_ratio_of_label_free_features() -> None:
     assert group_ratio(separated, y * 2) == pytest.approx(group_ratio(separated, y), rel=1e-12)
 
 
+class _GraphClassifier(nn.Module):
+    """GINEConv with edge features, then a mean pool per graph: forward(x, edge_index, edge_attr, batch)."""
+
+    def __init__(self, features: int, edge_dim: int, classes: int) -> None:
+        super().__init__()
+        from torch_geometric.nn import GINEConv
+
+        self.convs = nn.ModuleList(GINEConv(nn.Sequential(nn.Linear(features, features), nn.ReLU()),
+                                            edge_dim=edge_dim) for _ in range(2))
+        self.out = nn.Linear(features, classes)
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor, edge_attr: torch.Tensor,
+                batch: torch.Tensor) -> torch.Tensor:
+        from torch_geometric.nn import global_mean_pool
+
+        for conv in self.convs:
+            x = conv(x, edge_index, edge_attr)
+        return self.out(global_mean_pool(x, batch))
+
+
+def test_batched_graphs_with_graph_labels_and_edge_features() -> None:
+    """A batch of graphs: edge_attr and batch reach the model from the data, graph labels become each node's
+    label (the same ratios as labels given per node), and training steps score one logit row per graph."""
+    from torch_geometric.data import Batch
+
+    graphs = []
+    for seed in range(6):
+        g = _data(n=12, f=6, seed=seed)
+        graphs.append(Data(x=g.x, edge_index=g.edge_index, edge_attr=torch.rand(g.edge_index.size(1), 3),
+                           y=torch.tensor([seed % 2])))
+    batch = Batch.from_data_list(graphs)
+    torch.manual_seed(0)
+    model = _GraphClassifier(6, 3, 2)
+    per_graph = diagnose(model, batch, labels=batch.y, train_steps=2, lipschitz=False).layers
+    per_node = diagnose(model, batch, labels=batch.y[batch.batch], lipschitz=False).layers
+    assert per_graph["group_ratio"].notna().all()
+    assert per_graph["group_ratio"].tolist() == pytest.approx(per_node["group_ratio"].tolist(), rel=1e-12)
+    assert list(per_graph["kind"][1:]) == ["GINEConv", "GINEConv"]
+    with pytest.raises(ConfigError, match="one label per node, or per graph") as err:
+        diagnose(model, batch, labels=torch.zeros(5, dtype=torch.long))
+    assert "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match="not class indices"):
+        diagnose(model, batch, labels=torch.rand(batch.num_nodes))
+
+
+def test_heterodata_is_one_line() -> None:
+    from torch_geometric.data import HeteroData
+
+    data = HeteroData()
+    data["paper"].x = torch.randn(5, 4)
+    data["paper", "cites", "paper"].edge_index = torch.tensor([[0, 1], [1, 2]])
+    with pytest.raises(ConfigError, match="not HeteroData: pass data.to_homogeneous") as err:
+        diagnose(GCN(4, 8, 2), data)
+    assert "\n" not in str(err.value)
+
+
+def test_forward_error_names_the_layer_call_and_keeps_the_cause() -> None:
+    from torch_geometric.nn import GCNConv
+
+    from lipgnn.errors import ModelError
+
+    class Broken(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.convs = nn.ModuleList([GCNConv(12, 16), GCNConv(16, 16), GCNConv(8, 3)])
+
+        def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+            for conv in self.convs:
+                x = conv(x, edge_index)
+            return x
+
+    with pytest.raises(ModelError) as err:
+        diagnose(Broken(), _data())
+    assert str(err.value).startswith("Broken's forward pass failed in layer convs.2 (GCNConv) (call 3): RuntimeError")
+    assert "\n" not in str(err.value) and isinstance(err.value.__cause__, RuntimeError)
+
+
+def test_kind_names_the_class_and_lipschitz_norm() -> None:
+    from lipgnn.nn import lipschitz_norm
+
+    class Two(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.plain = GATConv(12, 8)
+            self.lip = lipschitz_norm(GATConv(8, 8), alpha=2.0, impl="pyg")
+
+        def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+            return self.lip(self.plain(x, edge_index), edge_index)
+
+    kinds = diagnose(Two(), _data(), lipschitz=False).layers["kind"].tolist()
+    assert kinds == ["input features", "GATConv [plain attention]", "LipGATConv [LipschitzNorm a=2]"]
+
+
+def test_lipschitz_budget_bounds_the_step_and_is_said() -> None:
+    data = _data()
+    torch.manual_seed(0)
+    model = GCN(12, 8, 4, out_channels=3)
+    none = diagnose(model, data, lipschitz_budget_s=0.0)
+    assert none.layers["lipschitz_lower"].isna().all() and none.settings["lipschitz_measured"] == 0
+    assert none.summary.endswith("Lipschitz bound on 0 of 4 layers (budget 0 s)")
+    full = diagnose(model, data, lipschitz_budget_s=60.0)
+    assert full.layers["lipschitz_lower"][1:].notna().all() and "Lipschitz bound on" not in full.summary
+
+
 def test_plot_writes_a_file(tmp_path: Path) -> None:
     data = _data()
     result = diagnose(GCN(12, 8, 3, out_channels=3), data, lipschitz=False)
@@ -277,6 +381,8 @@ def test_plot_writes_a_file(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------------------------------- command line
 FACTORIES = '''
+import torch
+from torch_geometric.nn import GCNConv
 from torch_geometric.nn.models import GCN
 def make_model(in_channels, out_channels):
     return GCN(in_channels, 16, 3, out_channels=out_channels)
@@ -285,6 +391,18 @@ def one_arg(in_channels):
 def linear(in_channels, out_channels):
     import torch
     return torch.nn.Linear(in_channels, out_channels)
+def with_forward(in_channels, out_channels):
+    model = GCN(in_channels, 16, 2, out_channels=out_channels)
+    return model, lambda m, d: m(d.x, d.edge_index)
+class Broken(torch.nn.Module):
+    def __init__(self, in_channels):
+        super().__init__()
+        self.conv1 = GCNConv(in_channels, 16)
+        self.conv2 = GCNConv(8, 3)  # the wrong width: fails in its second layer call
+    def forward(self, x, edge_index):
+        return self.conv2(self.conv1(x, edge_index), edge_index)
+def broken(in_channels, out_channels):
+    return Broken(in_channels)
 '''
 
 
@@ -293,6 +411,8 @@ def linear(in_channels, out_channels):
     ("models.py:nope", "has no function 'nope'"),
     ("models.py:one_arg", "must take (in_channels, out_channels)"),
     ("models.py:linear", "no torch_geometric MessagePassing layer"),
+    ("models.py:broken", "Broken's forward pass failed in layer conv2 (GCNConv) (call 2): RuntimeError"),
+    ("models.py", "names no factory: write"),
 ])
 def test_cli_bad_factory_is_one_line(tmp_path: Path, capsys, data_root, target: str, fragment: str) -> None:
     from lipgnn.diagnostics.diagnose_cli import main
@@ -303,6 +423,20 @@ def test_cli_bad_factory_is_one_line(tmp_path: Path, capsys, data_root, target: 
     assert code == 2 and err.startswith("error: ") and "\n" not in err and fragment in err, err
 
 
+def test_cli_debug_prints_the_traceback_and_help_is_plain_text(tmp_path: Path, capsys, data_root) -> None:
+    from lipgnn.diagnostics.diagnose_cli import main
+
+    (tmp_path / "models.py").write_text(FACTORIES)
+    assert main([f"{tmp_path / 'models.py'}:broken", "dataset=cora", "--no-plot", "--debug"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "conv2" in err and err.strip().splitlines()[-1].startswith("error: ")
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    assert "make_model(in_channels, out_channels)" in text and "--json PATH" in text
+    assert not any(markup in text for markup in ("``", ":func:", ":math:", ":class:", "\\")), text
+
+
 def test_cli_factory_and_suite_model(tmp_path: Path, capsys, data_root) -> None:
     from lipgnn.diagnostics.diagnose_cli import main
 
@@ -311,6 +445,20 @@ def test_cli_factory_and_suite_model(tmp_path: Path, capsys, data_root) -> None:
                  "--plot", str(tmp_path / "f.png")]) == 0
     out = capsys.readouterr().out
     assert "convs.2" in out and "energy" in out and (tmp_path / "f.png").exists()
+    assert main([f"{tmp_path / 'models.py'}:with_forward", "dataset=cora", "--no-plot", "--lipschitz-budget", "0",
+                 "--csv", str(tmp_path / "t.csv"), "--json", str(tmp_path / "t.json")]) == 0
+    out = capsys.readouterr().out
+    assert "Lipschitz bound on 0 of 2 layers (budget 0 s)" in out and "group_ratio without separation: 0.19" in out
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    record = json.loads((tmp_path / "t.json").read_text(), parse_constant=refuse)
+    table = pd.read_csv(tmp_path / "t.csv")
+    assert list(table.columns) == list(COLUMNS) and list(table["layer"]) == ["input", "convs.0", "convs.1"]
+    assert record["layers"]["layer"] == ["convs.0", "convs.1"] and record["input"]["layer"] == "input"
+    assert record["layers"]["rayleigh"] == pytest.approx(table["rayleigh"][1:].tolist())
+    assert record["settings"]["lipschitz_measured"] == 0 and record["layers"]["lipschitz_lower"] == [None, None]
     assert main(["model=pyg_stack", "model.conv=gatv2", "norm=lip", "depth=3", "dataset=cora", "--no-plot",
                  "--train-steps", "1"]) == 0
     out = capsys.readouterr().out

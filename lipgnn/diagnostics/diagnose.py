@@ -58,7 +58,7 @@ from lipgnn.diagnostics.layer_lipschitz import lipschitz_lower_bounds
 from lipgnn.diagnostics.measures import no_separation_baseline
 from lipgnn.diagnostics.monitor import Monitor, heatmap, json_ready, mad_sample, save_figure
 from lipgnn.diagnostics.summary import energy_ratio, summarise
-from lipgnn.errors import ConfigError
+from lipgnn.errors import ConfigError, ModelError
 from lipgnn.models.grad_norms import attention_parameters
 
 COLUMNS: tuple[str, ...] = ("layer", "depth", "kind", *QUANTITIES, "attn_grad_norm", "lipschitz_lower")
@@ -103,7 +103,12 @@ def _train(model: nn.Module, data: Any, calls: list[Call], labels: Tensor | None
                 break
             model.train()
             opt.zero_grad(set_to_none=True)
-            out = first_tensor(forward(model, data))
+            try:
+                out = first_tensor(forward(model, data))
+            except Exception as exc:  # the user's model: one line, the traceback chained
+                message = (str(exc).strip().splitlines() or [""])[0]
+                raise ModelError(f"{type(model).__name__}'s forward pass failed in training step {step + 1}: "
+                                 f"{type(exc).__name__}: {message}") from exc
             if out is None or out.size(0) != (y.numel() if mask is None else mask.numel()):
                 raise ConfigError(f"the model's output ({None if out is None else tuple(out.shape)}) has no row per "
                                   f"label ({y.numel()}); diagnose(train_steps > 0) needs logits per node or graph")
