@@ -369,6 +369,51 @@ def test_lipschitz_budget_bounds_the_step_and_is_said() -> None:
     assert full.layers["lipschitz_lower"][1:].notna().all() and "Lipschitz bound on" not in full.summary
 
 
+# ------------------------------------------------------------------------------------------- devices (mocked on CPU)
+def test_diagnose_moves_the_model_and_data_to_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No GPU here: ``Module.to`` and ``Data.to`` are spied on (and keep the tensors on the CPU); diagnose must
+    call both with the device before it measures, and report the data's device."""
+    data = _data()
+    torch.manual_seed(0)
+    model = GCN(12, 8, 2, out_channels=3)
+    moved: list[tuple[str, str]] = []
+    module_to, data_to = nn.Module.to, Data.to
+
+    def spy_module(self: nn.Module, *args, **kwargs):
+        moved.append(("model", str(args[0] if args else kwargs.get("device"))))
+        return module_to(self, "cpu")
+
+    def spy_data(self: Data, device, *args, **kwargs):
+        moved.append(("data", str(device)))
+        return data_to(self, "cpu")
+
+    monkeypatch.setattr(nn.Module, "to", spy_module)
+    monkeypatch.setattr(Data, "to", spy_data)
+    result = diagnose(model, data, lipschitz=False, device="cuda:1")
+    assert ("model", "cuda:1") in moved and ("data", "cuda:1") in moved
+    assert result.settings["device"] == "cpu" and result.layers["rayleigh"].notna().all()
+
+
+def test_wrapped_layer_after_a_move_takes_the_eager_path_equal_to_pyg() -> None:
+    """A layer wrapped on CPU is the fused class; moved off the CPU, every compiled-loop decision
+    (``kernels.available``) is False, which ``kernels.disabled()`` reproduces on CPU: the output then equals
+    PyG's path. Wrapped where its parameters are on another device, the wrapper picks PyG's class."""
+    from lipgnn.nn import LipGATConv, LipTransformerConv, lipschitz_norm
+    from lipgnn.nn.fused import FusedLipGATConv, FusedLipTransformerConv, kernels
+    from lipgnn.nn.wrap import _target_class
+
+    data = _data()
+    torch.manual_seed(0)
+    for stock, fused_cls, pyg_cls in ((GATConv(12, 8, heads=2), FusedLipGATConv, LipGATConv),
+                                      (TransformerConv(12, 4, heads=2), FusedLipTransformerConv, LipTransformerConv)):
+        fused = lipschitz_norm(stock).eval()
+        reference = lipschitz_norm(stock, impl="pyg").eval()
+        assert type(fused) is fused_cls and type(reference) is pyg_cls
+        with kernels.disabled():
+            assert torch.allclose(fused(data.x, data.edge_index), reference(data.x, data.edge_index), atol=1e-5)
+        assert _target_class(type(stock), "auto", torch.device("cuda")) is pyg_cls
+
+
 def test_plot_writes_a_file(tmp_path: Path) -> None:
     data = _data()
     result = diagnose(GCN(12, 8, 3, out_channels=3), data, lipschitz=False)
