@@ -197,10 +197,10 @@ def measure_features(h: Tensor | None, graph: GraphMeasure, y: Tensor | None,
             "group_ratio": group_ratio(h, y, mad_rows) if y is not None else math.nan}
 
 
-def measure(calls: list[Call], x: Tensor, graph: GraphMeasure, y: Tensor | None,
+def measure(calls: list[Call], x: Tensor | None, graph: GraphMeasure, y: Tensor | None,
             mad_rows: Tensor | None) -> list[dict[str, Any]]:
-    """Layer 0 (the input features ``x``) and one row per call: ``layer``, ``depth``, ``kind`` and
-    :data:`QUANTITIES`."""
+    """Layer 0 (the input features ``x``; ``nan`` for ``None``) and one row per call: ``layer``, ``depth``,
+    ``kind`` and :data:`QUANTITIES`."""
     rows = [{"layer": "input", "depth": 0, "kind": "input features", **measure_features(x, graph, y, mad_rows)}]
     for depth, call in enumerate(calls, start=1):
         rows.append({"layer": call.name, "depth": depth, "kind": kind_of(call.module),

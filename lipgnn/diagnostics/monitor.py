@@ -85,6 +85,7 @@ class Monitor:
         self._explicit = False
         self._measuring = False
         self._handle: Any = None
+        self._input: dict[str, Any] | None = None
 
     def measure(self, epoch: int) -> list[dict[str, Any]]:
         """Measure now and keep the rows under ``epoch``; returns them."""
@@ -93,14 +94,18 @@ class Monitor:
             calls = trace_message_passing(self.model, self.data, self.forward)
         finally:
             self._measuring = False
-        rows = [{"epoch": int(epoch), **row} for row in measure(calls, self.data.x, self.graph, self.labels,
-                                                               self.mad_rows)]
+        if self._input is None:  # layer 0, the input features, does not change over training: measured once
+            self._input = measure([], self.data.x, self.graph, self.labels, self.mad_rows)[0]
+        layers = measure(calls, None, self.graph, self.labels, self.mad_rows)[1:]
+        rows = [{"epoch": int(epoch), **row} for row in (self._input, *layers)]
         self.rows.extend(rows)
         return rows
 
     def step(self, epoch: int) -> bool:
         """Record at ``epoch`` when ``epoch % every == 0``; returns whether it did. Calling it switches the
-        automatic mode off."""
+        automatic mode off (and drops what it recorded before)."""
+        if not self._explicit:
+            self.rows.clear()
         self._explicit = True
         if int(epoch) % self.every:
             return False
@@ -184,9 +189,15 @@ def save_figure(fig: Any, path: str | Path) -> Path:
     return path
 
 
+def frame_from_record(payload: dict[str, Any]) -> pd.DataFrame:
+    """A run record's ``diagnostics["monitor"]`` (``log.diagnose_every``) as a :attr:`Monitor.frame`, for
+    :func:`heatmap`; ``None`` values read back as NaN."""
+    return pd.DataFrame({c: payload[c] for c in COLUMNS}).astype({q: float for q in QUANTITIES})
+
+
 def monitor(model: nn.Module, data: Any, every: int = 10, **options: Any) -> Monitor:
     """A :class:`Monitor`, to use as ``with monitor(model, data, every=10) as m:`` or with ``m.step(epoch)``."""
     return Monitor(model, data, every=every, **options)
 
 
-__all__ = ["COLUMNS", "Monitor", "heatmap", "json_ready", "mad_sample", "monitor", "save_figure"]
+__all__ = ["COLUMNS", "Monitor", "frame_from_record", "heatmap", "json_ready", "mad_sample", "monitor", "save_figure"]
