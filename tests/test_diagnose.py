@@ -369,6 +369,42 @@ def test_lipschitz_budget_bounds_the_step_and_is_said() -> None:
     assert full.layers["lipschitz_lower"][1:].notna().all() and "Lipschitz bound on" not in full.summary
 
 
+def test_lipschitz_iterations_stop_at_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A clock that advances 1 s per reading, budget 2.5 s: the first layer's power iteration stops after its
+    second iterate (still a lower bound: at most the uncut estimate), and no further layer starts."""
+    import itertools
+
+    import lipgnn.diagnostics.layer_lipschitz as layer_lipschitz
+
+    data = _data()
+    torch.manual_seed(0)
+    model = GCN(12, 8, 3, out_channels=3)
+    full = diagnose(model, data, power_iters=50).layers["lipschitz_lower"]
+    clock = itertools.count()
+    monkeypatch.setattr(layer_lipschitz.time, "perf_counter", lambda: float(next(clock)))
+    result = diagnose(model, data, power_iters=50, lipschitz_budget_s=2.5)
+    bounds = result.layers["lipschitz_lower"]
+    assert result.settings["lipschitz_measured"] == 1 and result.settings["lipschitz_cut"] == 1
+    assert 0 < bounds[1] <= full[1] * (1 + 1e-9) and bounds[2:].isna().all()
+    assert result.summary.endswith("Lipschitz bound on 1 of 3 layers, 1 cut short (budget 2.5 s)")
+
+
+def test_edge_features_reach_only_models_that_use_them() -> None:
+    """PyG's GAT names edge_attr in its forward: built without edge_dim it must not receive the data's edge
+    features (it would fail), built with edge_dim it must (its output changes)."""
+    data = _data()
+    data.edge_attr = torch.rand(data.edge_index.size(1), 3)
+    bare = Data(x=data.x, edge_index=data.edge_index)
+    torch.manual_seed(0)
+    plain = GAT(12, 8, 2, out_channels=3)
+    assert diagnose(plain, data, lipschitz=False).layers["rayleigh"].tolist() == pytest.approx(
+        diagnose(plain, bare, lipschitz=False).layers["rayleigh"].tolist())
+    torch.manual_seed(0)
+    with_edges = GAT(12, 8, 2, out_channels=3, edge_dim=3)
+    used = diagnose(with_edges, data, lipschitz=False).layers["rayleigh"]
+    assert used[2] != pytest.approx(diagnose(with_edges, bare, lipschitz=False).layers["rayleigh"][2])
+
+
 # ------------------------------------------------------------------------------------------- devices (mocked on CPU)
 def test_diagnose_moves_the_model_and_data_to_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
     """No GPU here: ``Module.to`` and ``Data.to`` are spied on (and keep the tensors on the CPU); diagnose must

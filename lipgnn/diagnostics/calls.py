@@ -39,14 +39,19 @@ DATA_ARGUMENTS: tuple[str, ...] = ("edge_attr", "batch")
 
 def default_forward(model: nn.Module, data: Any) -> Any:
     """``model(data.x, data.edge_index, **extra)``, the call of PyG's models (``GCN``, ``GIN``, ...) and the
-    suite's, where ``extra`` holds ``edge_attr`` and ``batch`` for a model whose forward names them and data
-    that has them (edge features, a batch of graphs)."""
+    suite's. ``extra`` holds what the data has and the model's forward names: ``batch`` (a batch of graphs),
+    and ``edge_attr`` where the model uses edge features, i.e. its forward requires ``edge_attr`` or one of its
+    message-passing layers was built with an ``edge_dim`` (PyG's ``GAT`` names ``edge_attr`` in its forward
+    but fails on it without ``edge_dim``)."""
     try:
         params = inspect.signature(model.forward).parameters
     except (TypeError, ValueError):
         params = {}
     extra = {name: getattr(data, name) for name in DATA_ARGUMENTS
              if name in params and getattr(data, name, None) is not None}
+    if "edge_attr" in extra and params["edge_attr"].default is not inspect.Parameter.empty and not any(
+            getattr(m, "edge_dim", None) is not None for m in model.modules() if isinstance(m, MessagePassing)):
+        del extra["edge_attr"]
     return model(data.x, data.edge_index, **extra)
 
 

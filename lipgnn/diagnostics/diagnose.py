@@ -147,9 +147,10 @@ class Diagnosis:
         step's budget where it stopped early."""
         line = summarise(self.layers, baseline=self.settings.get("group_ratio_baseline", math.nan))
         measured, total = self.settings.get("lipschitz_measured"), len(self.layers) - 1
-        if self.settings.get("lipschitz") and measured is not None and measured < total:
-            line += (f"; Lipschitz bound on {measured} of {total} layers "
-                     f"(budget {self.settings['lipschitz_budget_s']:g} s)")
+        cut = self.settings.get("lipschitz_cut", 0)
+        if self.settings.get("lipschitz") and measured is not None and (measured < total or cut):
+            line += (f"; Lipschitz bound on {measured} of {total} layers"
+                     + (f", {cut} cut short" if cut else "") + f" (budget {self.settings['lipschitz_budget_s']:g} s)")
         return line
 
     def plot(self, path: str | Path) -> Path:
