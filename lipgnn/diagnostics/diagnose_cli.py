@@ -36,8 +36,9 @@ Two ways to name the model, on a dataset of the suite (dataset=cora etc., as for
   your own, from a function in a Python file:
       lipgnn diagnose my_models.py:make_model dataset=cora
     where make_model(in_channels, out_channels) returns a torch.nn.Module, called as
-    model(x, edge_index) plus edge_attr= and batch= where its forward takes them, or returns
-    (model, forward) with forward(model, data) running it.
+    model(x, edge_index) plus batch= where its forward takes it and edge_attr= where it uses edge
+    features (its forward requires edge_attr or a layer has edge_dim), or returns (model, forward)
+    with forward(model, data) running it.
 
 device=cuda (or cuda:<i>) moves the model and data there; device=auto picks CUDA when available."""
 
@@ -51,7 +52,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="with --train-steps: record the quantities every k steps (the JSON's history)")
     parser.add_argument("--no-lipschitz", action="store_true", help="skip the Lipschitz lower bounds")
     parser.add_argument("--lipschitz-budget", type=float, default=10.0, metavar="SECONDS",
-                        help="start no new layer's Lipschitz bound after this many seconds (default 10)")
+                        help="stop the Lipschitz bounds after this many seconds, within a layer's power "
+                             "iteration too; the summary says what was cut (default 10)")
     parser.add_argument("--plot", default=None, help="figure path (default: <model>-<dataset>-diagnose.png)")
     parser.add_argument("--no-plot", action="store_true", help="print only")
     parser.add_argument("--csv", default=None, metavar="PATH", help="also write the table as CSV")
