@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch_geometric.data import HeteroData
 from torch_geometric.nn.conv import MessagePassing
 
 from lipgnn.diagnostics.energy import GraphMeasure
@@ -28,6 +29,7 @@ from lipgnn.diagnostics.measures import (
     rayleigh_quotient,
 )
 from lipgnn.errors import ConfigError, ModelError
+from lipgnn.models.grad_norms import attention_parameters
 
 Forward = Callable[[nn.Module, Any], Any]
 #: The quantities measured per row, in table order (after ``layer``, ``depth``, ``kind``).
@@ -57,8 +59,6 @@ def default_forward(model: nn.Module, data: Any) -> Any:
 
 def check_data(data: Any) -> None:
     """One line for data :func:`diagnose` cannot measure: ``HeteroData``, or no ``x`` / ``edge_index``."""
-    from torch_geometric.data import HeteroData
-
     if isinstance(data, HeteroData):
         raise ConfigError("diagnose measures homogeneous graphs, not HeteroData: pass data.to_homogeneous() with "
                           "a model over it (e.g. torch_geometric.nn.to_hetero's input model), or one node type's "
@@ -113,8 +113,6 @@ def first_tensor(out: Any) -> Tensor | None:
 def kind_of(module: nn.Module) -> str:
     """The layer's class, and for an attention layer whether its scores are LipschitzNorm'd:
     ``LipGATConv [LipschitzNorm a=1]``, ``GATConv [plain attention]``, ``GCNConv``."""
-    from lipgnn.models.grad_norms import attention_parameters
-
     name = type(module).__name__
     if getattr(module, "lipschitz_norm", False) is True:
         return f"{name} [LipschitzNorm a={float(getattr(module, 'alpha', 1.0)):g}]"
@@ -128,9 +126,14 @@ def kind_of(module: nn.Module) -> str:
 def _forward_failed(exc: Exception, model: nn.Module, running: list[str], done: list[Call]) -> ModelError:
     where = (f"in layer {running[-1]}" if running else
              f"after layer {done[-1].name}" if done else "before its first message-passing layer")
-    message = (str(exc).strip().splitlines() or [""])[0]
     return ModelError(f"{type(model).__name__}'s forward pass failed {where} (call {len(done) + len(running)}): "
-                      f"{type(exc).__name__}: {message}")
+                      f"{one_line(exc)}")
+
+
+def one_line(exc: BaseException) -> str:
+    """``Type: first line of the message`` (``Type`` alone for an empty message)."""
+    message = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
 def trace_message_passing(model: nn.Module, data: Any, forward: Forward = default_forward) -> list[Call]:
@@ -214,4 +217,4 @@ def measure(calls: list[Call], x: Tensor | None, graph: GraphMeasure, y: Tensor 
 
 
 __all__ = ["DATA_ARGUMENTS", "QUANTITIES", "Call", "Forward", "check_data", "default_forward", "first_tensor",
-           "kind_of", "measure", "measure_features", "node_labels", "trace_message_passing"]
+           "kind_of", "measure", "measure_features", "node_labels", "one_line", "trace_message_passing"]

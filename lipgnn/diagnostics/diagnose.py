@@ -51,6 +51,7 @@ from lipgnn.diagnostics.calls import (
     first_tensor,
     measure,
     node_labels,
+    one_line,
     trace_message_passing,
 )
 from lipgnn.diagnostics.energy import GraphMeasure
@@ -106,9 +107,8 @@ def _train(model: nn.Module, data: Any, calls: list[Call], labels: Tensor | None
             try:
                 out = first_tensor(forward(model, data))
             except Exception as exc:  # the user's model: one line, the traceback chained
-                message = (str(exc).strip().splitlines() or [""])[0]
                 raise ModelError(f"{type(model).__name__}'s forward pass failed in training step {step + 1}: "
-                                 f"{type(exc).__name__}: {message}") from exc
+                                 f"{one_line(exc)}") from exc
             if out is None or out.size(0) != (y.numel() if mask is None else mask.numel()):
                 raise ConfigError(f"the model's output ({None if out is None else tuple(out.shape)}) has no row per "
                                   f"label ({y.numel()}); diagnose(train_steps > 0) needs logits per node or graph")

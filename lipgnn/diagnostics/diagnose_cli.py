@@ -181,7 +181,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise ConfigError(f"{flag}={value} is invalid; use an integer >= 0")
         model, data, name, forward, device = _prepare(args.items)
         options = {} if forward is None else {"forward": forward}
-        result = diagnose(model, data, labels=getattr(data, "y", None), train_steps=args.train_steps,
+        y = getattr(data, "y", None)
+        # Multi-label targets (ogbn-proteins) have no class per node: no group ratios, no training steps.
+        labels = y if isinstance(y, torch.Tensor) and y.dim() == 1 and not y.is_floating_point() else None
+        if labels is None and args.train_steps:
+            raise ConfigError(f"--train-steps needs one class label per node; {name}'s targets are not class "
+                              "indices (multi-label): use --train-steps 0")
+        result = diagnose(model, data, labels=labels, train_steps=args.train_steps,
                           every=args.every, lipschitz=not args.no_lipschitz,
                           lipschitz_budget_s=args.lipschitz_budget, device=device, **options)
     except (HydraException, OmegaConfBaseException, LipgnnError) as exc:
