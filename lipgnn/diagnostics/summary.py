@@ -68,6 +68,11 @@ def log2_slope(values: Sequence[float]) -> float:
     return sum((i - mean_x) * (y - mean_y) for i, y in enumerate(logs)) / sum((i - mean_x) ** 2 for i in range(n))
 
 
+def _count(layers: float) -> str:
+    """``0.48``, ``3.1``, ``15``, ``120``: two significant digits, without an exponent."""
+    return f"{layers:.0f}" if layers >= 100 else f"{layers:.2g}"
+
+
 def _change(values: Sequence[float], name: str, first: str, last: str) -> str:
     """``name falls 6.5x from layer 0 to 10, halving every 3.1 layers`` (or rises / doubling)."""
     a, b = float(values[0]), float(values[-1])
@@ -75,9 +80,9 @@ def _change(values: Sequence[float], name: str, first: str, last: str) -> str:
     if b <= 0:
         return f"{name} falls to 0 from layer {first} to {last}"
     if b <= a:
-        rate = f", halving every {-1 / slope:.2g} layers" if slope < 0 else ""
+        rate = f", halving every {_count(-1 / slope)} layers" if slope < 0 else ""
         return f"{name} falls {times(a / b)} from layer {first} to {last}{rate}"
-    rate = f", doubling every {1 / slope:.2g} layers" if slope > 0 else ""
+    rate = f", doubling every {_count(1 / slope)} layers" if slope > 0 else ""
     return f"{name} rises {times(b / a)} from layer {first} to {last}{rate}"
 
 
