@@ -93,6 +93,8 @@ def test_diagnose_with_train_steps_and_every_keeps_the_history(tmp_path: Path) -
     assert "history" in result.to_record()
     with pytest.raises(ConfigError, match="no history"):
         diagnose(model, data, lipschitz=False).heatmap(tmp_path / "x.png")
+    with pytest.raises(ConfigError, match="pass train_steps > 0"):
+        diagnose(model, data, every=2)
 
 
 def test_log_diagnose_every_records_the_quantities_over_training(tmp_path: Path, data_root: Path) -> None:

@@ -242,6 +242,8 @@ def diagnose(model: nn.Module, data: Any, *, labels: Tensor | None = None, train
     for name, value in (("train_steps", train_steps), ("every", every)):
         if isinstance(value, bool) or int(value) < 0:
             raise ConfigError(f"{name}={value} is invalid; use an integer >= 0")
+    if every and not train_steps:
+        raise ConfigError(f"every={every} records over training steps; pass train_steps > 0 with it")
     check_data(data)
     if device is not None:
         model.to(device)
