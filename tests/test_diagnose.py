@@ -298,7 +298,9 @@ def test_batched_graphs_with_graph_labels_and_edge_features() -> None:
     batch = Batch.from_data_list(graphs)
     torch.manual_seed(0)
     model = _GraphClassifier(6, 3, 2)
-    per_graph = diagnose(model, batch, labels=batch.y, train_steps=2, lipschitz=False).layers
+    trained = diagnose(model, batch, labels=batch.y, train_steps=2, every=1, lipschitz=False)
+    assert sorted(set(trained.history["epoch"])) == [0, 1, 2]  # two steps of a graph-level loss ran
+    per_graph = trained.layers
     per_node = diagnose(model, batch, labels=batch.y[batch.batch], lipschitz=False).layers
     assert per_graph["group_ratio"].notna().all()
     assert per_graph["group_ratio"].tolist() == pytest.approx(per_node["group_ratio"].tolist(), rel=1e-12)

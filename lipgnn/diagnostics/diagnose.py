@@ -92,6 +92,8 @@ def _train(model: nn.Module, data: Any, calls: list[Call], labels: Tensor | None
             layers[id(call.module)] = attention_parameters(call.module)
         except TypeError:
             continue
+    if not layers and history is None:  # nothing to record: no attention layer, no history
+        return {}
     saved = {k: v.detach().clone() for k, v in model.state_dict().items()}
     was_training = model.training
     opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr)
