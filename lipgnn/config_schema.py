@@ -282,6 +282,8 @@ class LogConfig:
     progress: Any = flag(True)
     energy: Any = flag(False)  # per-layer Dirichlet energies (Guan & He)
     diagnose: Any = flag(False)  # lipgnn.diagnostics.diagnose's per-layer table at initialisation
+    # every k epochs (and at initialisation): diagnose's per-layer quantities over training (0 = off)
+    diagnose_every: int = number(0, ge=0, integer=True)
 
 
 @dataclass

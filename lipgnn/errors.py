@@ -23,3 +23,7 @@ class RunInProgress(LipgnnError):
 
 class RecordNotWritten(LipgnnError):
     """A finished run's record could not be written; the message says where the result was kept instead."""
+
+
+class ModelError(LipgnnError):
+    """A user's model failed in its forward pass; the message names the layer call (the cause is chained)."""

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import pandas as pd
 from torch import nn
 
 from lipgnn.diagnostics.energy import GraphMeasure
 from lipgnn.diagnostics.tracing import trace_layers
 
 DEFINITION = "E_m(X^k) = (1/n) int_G |grad_mu^m X^k|^2 dmu, omega=1, mu=deg+1 (Guan & He §2); k=0 encoder output"
+MONITOR_DEFINITION = ("lipgnn.diagnostics.monitor on the first evaluation batch, eval mode: depth 0 = input features, "
+                      "then each message-passing call; quantities of lipgnn.diagnostics.measures")
 
 
 def energy_profile(model: nn.Module, data: Any, graph: GraphMeasure | None = None, *,
@@ -36,16 +39,18 @@ def energy_profile(model: nn.Module, data: Any, graph: GraphMeasure | None = Non
             "dirichlet": [graph.energy(h, 1) for h in dirichlet_layers], "width": int(layers[-1].size(1))}
 
 
-def fit_traced(trainer: Any, model: nn.Module, task: Any, *, energy: bool,
-               diagnose: bool = False) -> tuple[Any, dict[str, Any]]:
+def fit_traced(trainer: Any, model: nn.Module, task: Any, *, energy: bool, diagnose: bool = False,
+               diagnose_every: int = 0) -> tuple[Any, dict[str, Any]]:
     """``trainer.fit(model, task)``; with ``energy`` also the per-layer energies before and after it; with
     ``diagnose`` :func:`lipgnn.diagnostics.diagnose.diagnose`'s table at initialisation (no training steps; its
-    own generator, so the run's random numbers are untouched).
+    own generator, so the run's random numbers are untouched); with ``diagnose_every = k`` its per-layer
+    quantities at initialisation and every k epochs (:class:`lipgnn.diagnostics.Monitor`, eval mode, no random
+    numbers drawn), kept in ``trainer.carry`` so that a resumed run records its first segment's too.
 
     Returns ``(fit_result, extra)`` where ``extra`` is ``{}`` or ``{"diagnostics": {"energy": ..., "diagnose":
-    ...}}``, to be merged into the run record.
+    ..., "monitor": ...}}``, to be merged into the run record.
     """
-    if not energy and not diagnose:
+    if not energy and not diagnose and not diagnose_every:
         return trainer.fit(model, task), {}
     device = next(model.parameters()).device
     data = next(iter(task.eval_batches())).to(device)
@@ -55,12 +60,21 @@ def fit_traced(trainer: Any, model: nn.Module, task: Any, *, energy: bool,
 
         table = run_diagnose(model, data, labels=getattr(data, "y", None), forward=_suite_forward).to_record()
         extra["diagnose"] = {"at": "init", **table}
-    if not energy:
-        return trainer.fit(model, task), {"diagnostics": extra}
-    graph = GraphMeasure(data.edge_index, int(data.num_nodes))
-    # At initialisation; a resumed run restores the value its first segment measured (Trainer.carry).
-    trainer.carry["energy_init"] = energy_profile(model, data, graph)
+    graph = GraphMeasure(data.edge_index, int(data.num_nodes)) if energy else None
+    if graph is not None:
+        # At initialisation; a resumed run restores the value its first segment measured (Trainer.carry).
+        trainer.carry["energy_init"] = energy_profile(model, data, graph)
+    if diagnose_every:
+        _monitor(trainer, model, data, int(diagnose_every))
     result = trainer.fit(model, task)
+    trainer.on_epoch = None
+    if diagnose_every:
+        from lipgnn.diagnostics.monitor import COLUMNS, json_ready
+
+        extra["monitor"] = {"every": int(diagnose_every), "definition": MONITOR_DEFINITION,
+                            **json_ready(pd.DataFrame(trainer.carry["monitor"], columns=list(COLUMNS)))}
+    if graph is None:
+        return result, {"diagnostics": extra}
     before = trainer.carry["energy_init"]
     after = energy_profile(model, data, graph)
     width = after.pop("width")
@@ -68,6 +82,21 @@ def fit_traced(trainer: Any, model: nn.Module, task: Any, *, energy: bool,
     payload = {"definition": DEFINITION, "normalise": "nodes", "width": width,
                "init": before, "trained": after, "trained_at_epoch": int(result.epochs_run)}
     return result, {"diagnostics": {"energy": payload, **extra}}
+
+
+def _monitor(trainer: Any, model: nn.Module, data: Any, every: int) -> None:
+    """A :class:`~lipgnn.diagnostics.Monitor` measured at epoch 0 now and then every ``every`` epochs through
+    ``trainer.on_epoch``, its rows appended to ``trainer.carry["monitor"]`` (saved with each checkpoint)."""
+    from lipgnn.diagnostics.monitor import Monitor
+
+    watch = Monitor(model, data, every=every, labels=getattr(data, "y", None), forward=_suite_forward)
+    trainer.carry["monitor"] = watch.measure(0)  # a resumed run's carry replaces it with its first segment's
+
+    def on_epoch(epoch: int) -> None:
+        if epoch % every == 0:
+            trainer.carry["monitor"] = [*trainer.carry.get("monitor", []), *watch.measure(epoch)]
+
+    trainer.on_epoch = on_epoch
 
 
 def _suite_forward(model: nn.Module, data: Any) -> Any:

@@ -14,7 +14,10 @@ with the same constructor arguments and loaded with the given layer's ``state_di
 tensors copied), on the same device and dtype and in the same train/eval mode; the given layer is left
 unchanged, and so is the global random state (a model built with and without it gets the same weights).
 ``impl="auto"`` takes the fused CSR twin (:mod:`lipgnn.nn.fused`, tested equal) for GAT and Transformer
-layers on CPU, where it exists; GATv2 and every layer on other devices run PyG's path.
+layers on CPU, where it exists; GATv2 and every layer wrapped on another device run PyG's path. A layer wrapped
+on CPU and then moved (``.to("cuda")``) keeps the fused class, whose every compiled-loop decision reads the
+device of its inputs (:func:`lipgnn.nn.fused.kernels.available`): off the CPU it falls back to the eager
+PyTorch twins, the path ``scripts/cuda_check.sh`` tests equal to PyG's on the GPU.
 """
 
 from __future__ import annotations

@@ -145,6 +145,8 @@ class Trainer:
         # Plain values a caller computed before the first epoch (e.g. energies at initialisation): saved with
         # every checkpoint and restored on resume, so a resumed run records the same ones.
         self.carry: dict[str, Any] = {}
+        # Called with the epoch after each epoch's training and evaluation (log.diagnose_every's monitor).
+        self.on_epoch: Callable[[int], None] | None = None
 
     # ------------------------------------------------------------------ the loop
     def fit(self, model: torch.nn.Module, task: Any) -> FitResult:
@@ -215,6 +217,8 @@ class Trainer:
                 self.logger.log_epoch(metrics, step=epoch)
                 bar.set_postfix(loss=f"{loss:.3f}", val=f"{scores['val']:.3f}", refresh=False)
             state.epoch = epoch
+            if self.on_epoch is not None:
+                self.on_epoch(epoch)
             if cfg.checkpoint_every and self.checkpoint_path and epoch % cfg.checkpoint_every == 0:
                 self._save(model, optimizer, scheduler, shuffle, state)
             faults.maybe_kill(self.desc, epoch)

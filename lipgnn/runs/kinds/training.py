@@ -108,7 +108,8 @@ def train(job: Job, after_fit: AfterFit | None = None) -> dict[str, Any]:
     )
     fit_started = time.time()
     result, diagnostics = fit_traced(trainer, model, task, energy=bool(cfg.log.get("energy", False)),
-                                     diagnose=bool(cfg.log.get("diagnose", False)))
+                                     diagnose=bool(cfg.log.get("diagnose", False)),
+                                     diagnose_every=int(cfg.log.get("diagnose_every", 0)))
     if after_fit is not None:
         diagnostics = {**diagnostics, "diagnostics": {**diagnostics.get("diagnostics", {}),
                                                       **after_fit(model, task, result)}}
