@@ -147,6 +147,25 @@ def distance(artifact_name: str, frame: pd.DataFrame, path: Path = PROTOCOL_FILE
     return ", ".join(parts) if parts else PAPER_PROTOCOL
 
 
+def budget_fraction(*frames: pd.DataFrame | None, artifact: str | None = None) -> float | None:
+    """The smallest fraction of the paper's epochs (or TREES passes) that the runs of ``frames`` were given
+    (their ``train.epochs``, the cap they ran under), against ``artifact``'s protocol (default: the runs' own
+    experiment); None when either side is unknown. ``verdict.MIN_BUDGET`` reads it."""
+    runs = pd.concat([f for f in frames if f is not None and not f.empty], ignore_index=True) \
+        if any(f is not None and not f.empty for f in frames) else pd.DataFrame()
+    if runs.empty or "epochs" not in runs:
+        return None
+    name = artifact or (str(runs["experiment"].iloc[0]) if "experiment" in runs else "")
+    entry = protocols().get(name)
+    if entry is None or "beyond" in entry or "budgets" in entry:
+        return None
+    paper = paper_side(entry, CONF_DIR).get("epochs")
+    epochs = [float(e) for e in runs["epochs"].dropna()]
+    if not paper or not epochs:
+        return None
+    return min(epochs) / float(paper)
+
+
 def is_reduced(text: str) -> bool:
     """Does a distance text name a shortfall (not the paper protocol, nor beyond/not stated)?"""
     return any(ch.isdigit() for ch in text) or " (paper " in text

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from lipgnn.results.verdict import DECISIVE as SCALE_DECISIVE
 from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, NOT_RUN, TIE, TOO_FEW_SEEDS, UNDER_BUDGET
 
 LEVEL = 0.95
@@ -64,6 +65,18 @@ class Interval:
         if se == 0.0:
             return 1.0 if self.mean == threshold else 0.0
         return float(2.0 * stats.t.sf(abs(self.mean - threshold) / se, self.n - 1))
+
+    def equivalence_p(self, band: float) -> float:
+        """p-value of the two one-sided tests of "|mean| ≥ ``band``" (TOST): the larger one-sided p; below
+        1 − LEVEL exactly when the (1 − 2(1 − LEVEL)) t-interval lies inside ± ``band``; NaN with n < 2."""
+        if self.n < 2 or not math.isfinite(self.lo):
+            return math.nan
+        se = (self.hi - self.lo) / 2.0 / float(stats.t.ppf(0.5 + LEVEL / 2, self.n - 1))
+        if se == 0.0:
+            return 0.0 if abs(self.mean) < band else 1.0
+        lower = float(stats.t.sf((self.mean + band) / se, self.n - 1))
+        upper = float(stats.t.cdf((self.mean - band) / se, self.n - 1))
+        return max(lower, upper)
 
 
 def t_interval(values: Iterable[float]) -> Interval:
@@ -145,7 +158,7 @@ LEGEND = (f"Verdicts: intervals are two-sided {LEVEL:.0%} Student t-intervals ov
 
 def seed_rule(verdict: str, n_seeds: int | None) -> str:
     """``TOO_FEW_SEEDS`` in place of "holds" / "does not hold" resting on fewer than ``MIN_SEEDS`` seeds."""
-    if verdict in (HOLDS, DOES_NOT_HOLD) and n_seeds is not None and n_seeds < MIN_SEEDS:
+    if (verdict in (HOLDS, DOES_NOT_HOLD) or verdict in SCALE_DECISIVE) and n_seeds is not None and n_seeds < MIN_SEEDS:
         return TOO_FEW_SEEDS
     return verdict
 
@@ -164,16 +177,8 @@ def holm_adjusted(p_values: Iterable[float]) -> list[float]:
     return out
 
 
-def holm(verdicts: list[str], p_values: list[float | None]) -> list[str]:
-    """The Holm verdict of each claim of one family: a decisive verdict with a p-value keeps itself when its Holm
-    adjusted p is below ``1 − LEVEL`` and becomes "tie" otherwise; claims without a p-value (not a paired test)
-    and undecided ones keep their verdict."""
-    tested = [i for i, p in enumerate(p_values) if p is not None and math.isfinite(p)]
-    adjusted = dict(zip(tested, holm_adjusted([p_values[i] for i in tested]), strict=True))
-    out = []
-    for i, verdict in enumerate(verdicts):
-        if i in adjusted and verdict in (HOLDS, DOES_NOT_HOLD) and adjusted[i] >= 1 - LEVEL:
-            out.append(TIE)
-        else:
-            out.append(verdict)
-    return out
+def bh_adjusted(p_values: Iterable[float]) -> list[float]:
+    """Benjamini–Hochberg adjusted p-values (false discovery rate), in the input order
+    (``scipy.stats.false_discovery_control``); empty in, empty out."""
+    ps = [float(p) for p in p_values]
+    return [float(q) for q in stats.false_discovery_control(ps, method="bh")] if ps else []

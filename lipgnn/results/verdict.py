@@ -8,7 +8,7 @@ from typing import Protocol
 
 HOLDS = "holds"
 DOES_NOT_HOLD = "does not hold"
-TIE = "tie"
+TIE = "inconclusive"   # an undecided test: the interval straddles the claim's threshold
 TOO_FEW_SEEDS = "too few seeds"
 UNDER_BUDGET = "under budget"
 NOT_RUN = "not run"
@@ -28,7 +28,8 @@ class Claim:
     the verdict rests on (None: the report counts the artifact's seeds), ``p_value`` the two-sided p-value of
     the paired test behind a comparison (None: no such test; the claim stays out of the Holm family) and
     ``protocol`` the distance of its runs from the paper's protocol (set by the report), ``dirty`` the run ids of
-    the records behind it written with uncommitted changes (None: the report reads the artifact's records).
+    the records behind it written with uncommitted changes (None: the report reads the artifact's records),
+    ``scale`` a comparative claim's effects and outcome on the reproduction scale (``Scale``).
     """
 
     paper: str
@@ -43,6 +44,7 @@ class Claim:
     protocol: str = ""
     dirty: tuple[str, ...] | None = None
     dirty_scope: str = "claim"   # "claim": records the verdict compares; "artifact": any record of its artifact
+    scale: Scale | None = None   # a comparative claim: our effect, the paper's, the outcome on the scale
 
 
 # The reproduction scale: does our paired effect reproduce the paper's? (docs/verdicts.md states every rule.)
@@ -56,6 +58,8 @@ DIRECTION_HOLDS = "direction holds"  # a claim with no number in the paper: righ
 NOT_COMPARABLE = "not comparable"
 
 SCALE = (REPRODUCES, LARGER, SMALLER, NOT_REPRODUCED, REVERSED, INCONCLUSIVE, DIRECTION_HOLDS, NOT_COMPARABLE)
+# Outcomes that show the claimed sign.
+RIGHT_SIGN = (REPRODUCES, LARGER, SMALLER, DIRECTION_HOLDS)
 # Outcomes that assert something a test rejected (the others say we could not tell, or could not compare).
 DECISIVE = (REPRODUCES, LARGER, SMALLER, NOT_REPRODUCED, REVERSED, DIRECTION_HOLDS)
 
@@ -171,3 +175,23 @@ def adjusted(result: Outcome, adjusted_p: float, level: float = 0.95) -> str:
     if result.decisive and not (math.isfinite(adjusted_p) and adjusted_p < round(1 - level, 12)):
         return INCONCLUSIVE
     return result.label
+
+
+@dataclass(frozen=True)
+class Scale:
+    """A comparative claim on the reproduction scale: our paired ``effect`` (an ``Interval``), the ``paper``'s
+    effect (None: a direction only), the ``outcome`` of ``outcome(effect, paper, ...)``, and ``test``: what
+    identifies the compared runs and metric, so that two claims on the same runs and null value are one test of
+    the multiplicity family."""
+
+    effect: _Effect
+    paper: float | None
+    outcome: Outcome
+    test: str = ""
+
+    def null(self) -> float:
+        """The value the outcome's p-value tests against: the paper's effect for "not reproduced", else 0 (and
+        both, the larger p, for smaller or larger than reported: keyed by the paper's effect)."""
+        if self.paper is not None and self.outcome.label in (NOT_REPRODUCED, SMALLER, LARGER):
+            return float(self.paper)
+        return 0.0

@@ -80,7 +80,7 @@ def findings(df: pd.DataFrame) -> list[tuple[str, Finding]]:
 def claims(df: pd.DataFrame) -> list[Claim]:
     return [Claim("lipschitznorm", SECTION, f"{quote} — {f.label}", f.verdict, f.reason, f.n_runs,
                   "#claim-missing-vector", p_value=f.p_value, n_seeds=f.n_seeds,
-                  dirty=f.dirty) for quote, f in findings(df)]
+                  dirty=f.dirty, scale=f.scale) for quote, f in findings(df)]
 
 
 def report(df: pd.DataFrame) -> dict[str, str]:
