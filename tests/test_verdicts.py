@@ -317,7 +317,33 @@ def test_protocol_distance_by_hand() -> None:
     paper = {"epochs": 1000, "seeds": 5, "configs": 8, "datasets": 2}
     assert training_distance(runs, paper) == ["200-500 of 1000 epochs", "1-2 of 5 seeds",
                                               "2 of 8 configurations per cell", "1 of 2 datasets"]
-    assert training_distance(runs, {"epochs": 200, "seeds": 1, "configs": 1}) == []
+    assert training_distance(runs, {"epochs": 200, "configs": 1}) == []
+    assert training_distance(runs, {"seeds": 1}) == ["1-2 seeds (the paper's 1)"]   # more seeds are named too
+
+
+def test_a_claims_distance_counts_every_selection_axis_and_names_values_outside_the_grid() -> None:
+    """Per claim: a selected depth is a selection axis (Table 1: 160 hyper-parameter configurations × 20 depths);
+    an attention dropout the paper's grid lacks is named; a figure axis covering part of the paper's is named; the
+    runs' own experiment gives the yardstick (a Fig. 3 claim of the fig6 artifact reads fig3's)."""
+    from lipgnn.results.paper_protocol import claim_distance, coverage, outside_grid, paper_side
+
+    def run(depth: int, attn: float, seed: int, experiment: str = "table1") -> dict:
+        cfg = {"model": {"hidden": 64, "heads": 1, "attn_dropout": attn, "dropout": 0.5}, "train": {"lr": 0.005},
+               "depth": depth}
+        return {"status": "completed", "in_grid": True, "epochs": 1000.0, "config_key": f"{depth}-{attn}",
+                "seed": seed, "variant": "GAT-Lip", "dataset": "cora", "missing_rate": 0.0, "depth": depth,
+                "experiment": experiment, "config": cfg}
+
+    runs = pd.DataFrame([run(d, 0.0, s) for d in (2, 4, 8) for s in range(5)])
+    assert paper_side({"grid": "table1", "select": ["depth"]})["configs"] == 3200
+    assert claim_distance("table1", runs) == "3 of 3200 configurations per cell"
+    table3_runs = pd.DataFrame([run(30, attn, s, "table3") for attn in (0.3, 0.5) for s in range(5)])
+    paper3 = paper_side({"grid": "table3"})
+    assert outside_grid(table3_runs, paper3) == [
+        "attention dropout 0.3 (1 of 2 configurations) outside the paper's {0, 0.2, 0.5}"]
+    fig3 = pd.DataFrame([run(d, 0.0, s, "fig3") for d in (2, 10) for s in range(5)])
+    assert coverage(fig3, paper_side({"grid": "fig3"})) == ["depth 2-10 (2 of 7 values; paper 2-30)"]
+    assert "depth 2-10 (2 of 7 values" in claim_distance("fig6", fig3, fig3)
 
 
 def test_a_decisive_verdict_on_a_record_from_uncommitted_code_is_marked_and_listed(tmp_path: Path,

@@ -36,7 +36,7 @@ from lipgnn.results import registry
 from lipgnn.results.artifact import Artifact
 from lipgnn.results.engine import Loader
 from lipgnn.results.labels import NOT_RUN_BUDGET
-from lipgnn.results.paper_protocol import distance
+from lipgnn.results.paper_protocol import claim_distance, distance
 from lipgnn.results.render.markers import close_marker, open_marker, replace_blocks
 from lipgnn.results.render.text import claims_table, effect_text, md_cell, md_table
 from lipgnn.results.reporting import dirty_ids, short_commit, summary
@@ -212,7 +212,11 @@ def artifact_claims(loader: Loader, artifact: Artifact) -> list[Claim]:
     if artifact.name not in cache:
         frame = loader.frame(artifact)
         protocol = distance(artifact.name, loader.experiment(artifact.experiments[0]))
-        cache[artifact.name] = [judged(c, artifact_seeds(frame), protocol, artifact_dirty(frame))
+        # A claim that names the runs its verdict read gets its own distance (its epochs, seeds, grid); the
+        # others the artifact's.
+        cache[artifact.name] = [judged(c, artifact_seeds(frame),
+                                       protocol if c.runs is None else claim_distance(artifact.name, c.runs, frame),
+                                       artifact_dirty(frame))
                                 for c in artifact.claims(frame)]
     return cache[artifact.name]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -39,7 +39,10 @@ from lipgnn.results.verdict import (
     TIE,
     UNDER_BUDGET,
     VERDICTS,
+    Claim,
+    Outcome,
     Scale,
+    not_comparable,
     outcome,
 )
 from lipgnn.results.verdict import NOT_RUN as NOT_RUN_VERDICT
@@ -66,6 +69,13 @@ class Finding:
     n_seeds: int | None = None     # the paired seeds the verdict rests on
     dirty: tuple[str, ...] | None = None   # run ids of the compared records written from uncommitted code
     scale: Scale | None = None     # a comparative claim on the reproduction scale (``on_scale``)
+    runs: pd.DataFrame | None = field(default=None, compare=False, repr=False)   # every run the verdict read
+
+    def claim(self, paper: str, section: str, quote: str, anchor: str) -> Claim:
+        """This finding as the ``Claim`` of ``quote`` (the paper's words, with the finding's label appended)."""
+        return Claim(paper, section, f"{quote} — {self.label}" if self.label else quote, self.verdict, self.reason,
+                     self.n_runs, anchor, p_value=self.p_value, n_seeds=self.n_seeds, dirty=self.dirty,
+                     scale=self.scale, runs=self.runs)
 
     def line(self) -> str:
         return verdict_line(self.label, self.verdict, self.reason)
@@ -106,8 +116,15 @@ def on_scale(finding: Finding, diff: Interval, paper: float | None, a: pd.DataFr
     if result.label == NOT_COMPARABLE:
         reason = f"{reason.rstrip('.')}; not comparable: {result.reason}."
     p_value = result.p_value if verdict in SCALE or verdict == HOLDS_IN_PART else None
+    runs = finding.runs if finding.runs is not None else both(a, b)
     return replace(finding, verdict=verdict, reason=reason, p_value=p_value,
-                   scale=Scale(diff, paper, result, test_id(a, b, value)))
+                   scale=Scale(diff, paper, result, test_id(a, b, value)), runs=runs)
+
+
+def both(*frames: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The rows of ``frames`` together (None when all are empty)."""
+    kept = [f for f in frames if f is not None and not f.empty]
+    return pd.concat(kept, ignore_index=True) if kept else None
 
 
 def dirty_ids(*frames: pd.DataFrame | None) -> tuple[str, ...]:
@@ -250,10 +267,18 @@ def cell_comparison(label: str, a: Cell, b: Cell, *, margin: float = 0.0, tie_ba
     p_value = (diff.p_value(margin / 100.0) if tie_band is None
                else diff.equivalence_p(tie_band / 100.0) if verdict == HOLDS else diff.p_value())
     found = Finding(label, with_budget(verdict, budget), evidence, a.n_runs + b.n_runs, p_value, diff.n,
-                    dirty_ids(a.all_runs, b.all_runs))   # every configuration: the selection reads them all
-    if tie_band is not None or margin:
-        return found   # a margin or equivalence claim keeps its own test
-    return on_scale(found, diff, paper, a.runs, b.runs, (a.ours_mean / 100.0, b.ours_mean / 100.0))
+                    dirty_ids(a.all_runs, b.all_runs),   # every configuration: the selection reads them all
+                    runs=both(a.all_runs, b.all_runs))
+    arms = (a.ours_mean / 100.0, b.ours_mean / 100.0)
+    if tie_band is None and not margin:
+        return on_scale(found, diff, paper, a.runs, b.runs, arms)
+    # A margin or equivalence claim keeps its own test, but never decides on runs at the floor or capped.
+    why = not_comparable(arms, arm_floor(a.runs), budget_fraction(a.runs, b.runs))
+    if why and found.verdict not in (UNDER_BUDGET, NOT_RUN_VERDICT, CANNOT_JUDGE):
+        found = replace(found, verdict=NOT_COMPARABLE, reason=f"{evidence.rstrip('.')}; not comparable: {why}.",
+                        p_value=None)
+    return replace(found, scale=Scale(diff, paper, Outcome(found.verdict, why, found.p_value or math.nan),
+                                      test_id(a.runs, b.runs)))
 
 
 def paper_effect(a: Cell, b: Cell) -> float | None:
@@ -333,12 +358,13 @@ class Bar(NamedTuple):
 
 def pair_finding(label: str, results: dict[str, dict[int, Selection | None]],
                  lip: str, plain: str, what: str, bar: Bar | None = None, full: Full = 0,
-                 value: str = "sel_test", paper: float | None = None) -> Finding:
+                 value: str = "sel_test", paper: float | None = None, runs: pd.DataFrame | None = None) -> Finding:
     """At the deepest depth both variants ran, does ``lip`` beat ``plain``? The paired difference over seeds
     decides (``stats.greater``), then the reproduction scale against the ``paper``'s effect (``on_scale``; None:
     the paper's figure gives a direction only). With a ``bar`` the claim also needs ``lip`` to reach
     ``bar.value`` there: beating ``plain`` below it holds only in part. A partial point or an under-budget run:
-    UNDER_BUDGET."""
+    UNDER_BUDGET. ``runs``: the frame the selections came from (every configuration at the compared depth is
+    what the verdict read)."""
     name = f"{label}, {lip} vs {plain}"
     both = sorted(set(results.get(lip, {})) & set(results.get(plain, {})))
     if not both:
@@ -368,8 +394,10 @@ def pair_finding(label: str, results: dict[str, dict[int, Selection | None]],
     if partial:
         reason += f" (partial grid {'; '.join(partial)}; may change when the sweep finishes)"
     budget = bool(partial) or under_budget(sel_lip.runs) or under_budget(sel_plain.runs)
+    read = None if runs is None or runs.empty else \
+        runs[runs["variant"].isin((lip, plain)) & (runs["depth"].astype(float) == float(depth))]
     found = Finding(name, with_budget(verdict, budget), reason + ".", sel_lip.n_runs + sel_plain.n_runs,
-                    diff.p_value(), diff.n, dirty_ids(sel_lip.runs, sel_plain.runs))
+                    diff.p_value(), diff.n, dirty_ids(sel_lip.runs, sel_plain.runs), runs=read)
     return on_scale(found, diff, paper, sel_lip.runs, sel_plain.runs, (sel_lip.mean, sel_plain.mean), value=value,
                     split="train" if "train" in value else "test")
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 HOLDS = "holds"
 DOES_NOT_HOLD = "does not hold"
@@ -29,7 +29,9 @@ class Claim:
     the paired test behind a comparison (None: no such test; the claim stays out of the Holm family) and
     ``protocol`` the distance of its runs from the paper's protocol (set by the report), ``dirty`` the run ids of
     the records behind it written with uncommitted changes (None: the report reads the artifact's records),
-    ``scale`` a comparative claim's effects and outcome on the reproduction scale (``Scale``).
+    ``scale`` a comparative claim's effects and outcome on the reproduction scale (``Scale``), ``runs`` every
+    run (all configurations of the compared cells or points) its verdict read, for its own protocol distance
+    (None: the artifact's).
     """
 
     paper: str
@@ -45,6 +47,7 @@ class Claim:
     dirty: tuple[str, ...] | None = None
     dirty_scope: str = "claim"   # "claim": records the verdict compares; "artifact": any record of its artifact
     scale: Scale | None = None   # a comparative claim: our effect, the paper's, the outcome on the scale
+    runs: Any = field(default=None, compare=False, repr=False)   # DataFrame: every run its verdict read
 
 
 # The reproduction scale: does our paired effect reproduce the paper's? (docs/verdicts.md states every rule.)

@@ -113,9 +113,9 @@ def _all_of(verdicts: list[str]) -> str:
     return TIE
 
 
-def _judge(runs: pd.DataFrame) -> list[tuple[str, str, Scale | None]]:
-    """(verdict, evidence, scale) of each claim in ``QUOTES`` from the completed runs of one training budget (the
-    scale: a comparison on the reproduction scale, else None)."""
+def _judge(runs: pd.DataFrame) -> list[tuple[str, str, Scale | None, pd.DataFrame | None]]:
+    """(verdict, evidence, scale, runs) of each claim in ``QUOTES`` from the completed runs of one training budget
+    (the scale: a comparison on the reproduction scale, and the runs it read; else None)."""
     t = _summarise(runs)
     depths = sorted(t["depth"].unique()) if not t.empty else []
     out = []
@@ -134,7 +134,7 @@ def _judge(runs: pd.DataFrame) -> list[tuple[str, str, Scale | None]]:
         evidence = ("Cora Pre-LN val " + ", ".join(f"{d} layers {v:.1f}" for d, v in pre)
                     + f" (paper 86.3 → 87.8 from 2 to 256 layers); {deep} − {shallow} layers {diff.text()} seeds "
                     f"(holds when above −{100 * DEGRADATION_MARGIN:.0f} points)")
-    out.append((verdict, evidence, None))
+    out.append((verdict, evidence, None, None))
 
     # §3.2, Post-LN collapses with depth (the paper's collapse is at 128-256 layers): from 128 layers on, judged
     # like the Pre-LN claim, mirrored. The deepest Post-LN model must sit more than DEGRADATION_MARGIN below the
@@ -153,13 +153,13 @@ def _judge(runs: pd.DataFrame) -> list[tuple[str, str, Scale | None]]:
         verdict = _all_of([greater(d, margin=DEGRADATION_MARGIN) for d in drops.values()])
         evidence += f"; {shallow} − {deep} layers: " + ", ".join(f"{s} {d.text()}" for s, d in drops.items()) + \
             f" seeds (holds when every split drops by more than {100 * DEGRADATION_MARGIN:.0f} points)"
-    out.append((verdict, evidence, None))
+    out.append((verdict, evidence, None, None))
 
     # §4.2: nonlocal keeps Post-LN trainable at depth; at equal learning rate and epochs, compare the two on the
     # paired per-seed train accuracy at every depth from 128 layers on (where the paper's contrast appears).
     pairs = [(d, _cell(t, "post", d, "ours_train"), _cell(t, "nonlocal", d, "ours_train")) for d in depths]
     pairs = [p for p in pairs if p[1] is not None and p[2] is not None]
-    scale = None
+    scale, read = None, None
     if not pairs:
         verdict, evidence = NOT_RUN, "no depth with both Post-LN and nonlocal runs"
     else:
@@ -185,7 +185,8 @@ def _judge(runs: pd.DataFrame) -> list[tuple[str, str, Scale | None]]:
             verdict = result.label
             evidence += f"; at {deep} layers: {result.reason}"
             scale = Scale(leads[deep], effect, result, test_id(*compared, "best_train"))
-    out.append((verdict, evidence, scale))
+            read = pd.concat(compared, ignore_index=True)
+    out.append((verdict, evidence, scale, read))
     return out
 
 
@@ -210,13 +211,14 @@ def claims(frame: pd.DataFrame) -> list[Claim]:
     out = []
     for i, (section, quote) in enumerate(QUOTES):
         chosen = next((e for e in judged if judged[e][i][0] not in UNJUDGED), next(iter(judged)))
-        verdict, evidence, scale = judged[chosen][i]
+        verdict, evidence, scale, read = judged[chosen][i]
         if len(judged) > 1:
             evidence = f"at {chosen} epochs: {evidence}; " + "; ".join(
                 f"at {e} epochs: {judged[e][i][0]}" for e in judged if e != chosen)
         n = int((runs["epochs"] == chosen).sum()) if len(runs) else 0
         out.append(Claim(PAPER, section, quote, verdict, evidence, n, "gh_depth", scale=scale,
-                         p_value=scale.outcome.p_value if scale is not None else None))
+                         p_value=scale.outcome.p_value if scale is not None else None,
+                         runs=read))
     return out
 
 

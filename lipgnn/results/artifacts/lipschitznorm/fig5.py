@@ -37,7 +37,7 @@ from lipgnn.results.labels import NOT_RUN_BUDGET
 from lipgnn.results.protocol import full_grid_size, with_selected_metrics
 from lipgnn.results.records import variant_label
 from lipgnn.results.render.text import fmt_value, md_table, pct
-from lipgnn.results.reporting import Finding, Findings, dirty_ids, on_scale, runs_line
+from lipgnn.results.reporting import Finding, Findings, both, dirty_ids, on_scale, runs_line
 from lipgnn.results.stats import LEGEND as VERDICT_LEGEND
 from lipgnn.results.stats import MIN_SEEDS, with_budget
 from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, NOT_RUN, Claim
@@ -313,7 +313,8 @@ def _ay_findings(pts: dict[tuple[str, int], Point], found: Findings) -> list[str
                   f"{', '.join(map(str, seeds))}; Alon & Yahav report the better of two); passes {run}; {reasons}"
                   + ("; one seed, so this says the benchmark's 100% is reachable, not how often" if len(seeds) == 1
                      else "") + ".")
-        lines.append(found.line(label, with_budget(verdict, point.partial), reason, len(point.runs)))
+        lines.append(found.add(Finding(label, with_budget(verdict, point.partial), reason, len(point.runs),
+                                       runs=point.runs)))
     return lines
 
 
@@ -385,7 +386,7 @@ def _compare(found: Findings, label: str, a: Point | None, b: Point | None, a_na
               + (f"; {cap}, so those values are lower bounds" if cap else "") + ".")
     finding = Finding(label, with_budget(ranking.verdict, a.partial or b.partial), reason,
                       len(compared) + len(b.chosen), ranking.diff.p_value() if seeds >= MIN_SEEDS else None, seeds,
-                      dirty_ids(compared, b.chosen))
+                      dirty_ids(compared, b.chosen), runs=both(a.runs, b.runs))
     paper = (PAPER_TREE_DEPTH10[a_name] - PAPER_TREE_DEPTH10[b_name]) / 100.0 \
         if a.depth == 10 and b_name in PAPER_TREE_DEPTH10 and a_name in PAPER_TREE_DEPTH10 else None
     ok = compared[~compared["diverged"].astype(bool)]
@@ -477,7 +478,7 @@ def claims(df: pd.DataFrame) -> list[Claim]:
         quote = AY_QUOTE if f.label.startswith("GAT ≥") else QUOTE
         out.append(Claim("lipschitznorm", SECTION, f"{quote} — {f.label}" if f.label else quote, f.verdict,
                          f.reason, f.n_runs, "#claim-trees", p_value=f.p_value, n_seeds=f.n_seeds, dirty=f.dirty,
-                         scale=f.scale))
+                         scale=f.scale, runs=f.runs))
     return out
 
 

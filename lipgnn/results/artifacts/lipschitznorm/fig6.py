@@ -178,7 +178,8 @@ def _block(df: pd.DataFrame) -> tuple[str, list[Finding]]:
         # A mean of exactly 90% can come out as 0.8999…: the bar sits just under it.
         bar = Bar(TRAINS_PROPERLY - 1e-9, f"{pct(TRAINS_PROPERLY)}% (our reading of 'trains properly')")
         lines += ["", found.add(pair_finding(f"Fig. 3 {dataset_name(dataset)}", results, "GAT-Lip", "GAT",
-                                              "best train accuracy", bar, full3, value="max_train")), ""]
+                                              "best train accuracy", bar, full3, value="max_train", runs=here)),
+                  ""]
     df6 = _of(df, "fig6")
     runs6 = with_selected_metrics(df6)
     lines += ["", "**Fig. 6** — " + runs_line(df6, "fig6"), ""]
@@ -197,10 +198,11 @@ def _block(df: pd.DataFrame) -> tuple[str, list[Finding]]:
         lines += [f"Selected test {metric} (%) on {dataset_name(dataset)} by depth:", ""]
         lines += md_table(["depth"] + variants, rows)
         lines += [""] + [found.add(pair_finding(f"Fig. 6 {dataset_name(dataset)}", results, lip, plain,
-                                                 f"test {metric}", _near_best_bar(results.get(lip, {})), full6))
+                                                 f"test {metric}", _near_best_bar(results.get(lip, {})), full6,
+                                                 runs=here))
                          for lip, plain in PAIRS]
         lines += [found.add(pair_finding(f"Fig. 6 {dataset_name(dataset)}", results, lip, other, f"test {metric}",
-                                         full=full6))
+                                         full=full6, runs=here))
                   for lip, other in NORM_PAIRS] + [""]
     lines += [LEGEND, "", VERDICT_LEGEND]
     return "\n".join(lines), found
@@ -212,7 +214,7 @@ def report(df: pd.DataFrame) -> dict[str, str]:
 
 def claims(df: pd.DataFrame) -> list[Claim]:
     return [Claim("lipschitznorm", *_quote(f.label), f.verdict, f.reason, f.n_runs, "#claim-depth",
-                  p_value=f.p_value, n_seeds=f.n_seeds, dirty=f.dirty, scale=f.scale)
+                  p_value=f.p_value, n_seeds=f.n_seeds, dirty=f.dirty, scale=f.scale, runs=f.runs)
             for f in _block(df)[1]]
 
 

@@ -108,7 +108,7 @@ def table(df: pd.DataFrame) -> dict[str, str]:
 def claims(df: pd.DataFrame) -> list[Claim]:
     return [Claim("lipschitznorm", SECTION, f"{quote} — {f.label}", f.verdict, f.reason, f.n_runs,
                   "#claim-missing-vector", p_value=f.p_value, n_seeds=f.n_seeds,
-                  dirty=f.dirty, scale=f.scale) for quote, f in findings(df)]
+                  dirty=f.dirty, scale=f.scale, runs=f.runs) for quote, f in findings(df)]
 
 
 ARTIFACT = Artifact(name="table1", paper="lipschitznorm", title="Table 1: the missing-vector setting",

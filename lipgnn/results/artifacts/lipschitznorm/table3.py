@@ -26,6 +26,7 @@ from lipgnn.results.render.text import pct
 from lipgnn.results.reporting import (
     LEGEND,
     Finding,
+    both,
     cells_table,
     datasets,
     dirty_ids,
@@ -105,7 +106,7 @@ def compare(label: str, a: Cell, b: Cell) -> Finding:
                 f"{relation(ranking, a.row, b.row)}" + ("; partial or under-budget cells" if budget else "") + ".")
     found = Finding(label, with_budget(ranking.verdict, budget), evidence, a.n_runs + b.n_runs,
                     ranking.diff.p_value() if ranking.diff.n >= MIN_SEEDS else None, ranking.diff.n,
-                    dirty_ids(a.all_runs, b.all_runs))
+                    dirty_ids(a.all_runs, b.all_runs), runs=both(a.all_runs, b.all_runs))
     return on_scale(found, ranking.diff, paper_effect(a, b), a.runs, b.runs,
                     (a.ours_mean / 100.0, b.ours_mean / 100.0))
 
@@ -203,7 +204,7 @@ def findings(df: pd.DataFrame) -> list[tuple[str, Finding]]:
 
 def claims(df: pd.DataFrame) -> list[Claim]:
     return [Claim("lipschitznorm", SECTION, f"{quote} — {f.label}", f.verdict, f.reason, f.n_runs, "#claim-residual",
-                  p_value=f.p_value, n_seeds=f.n_seeds, dirty=f.dirty, scale=f.scale)
+                  p_value=f.p_value, n_seeds=f.n_seeds, dirty=f.dirty, scale=f.scale, runs=f.runs)
             for quote, f in findings(df)]
 
 
