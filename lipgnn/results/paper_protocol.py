@@ -25,6 +25,7 @@ from typing import Any
 import pandas as pd
 from omegaconf import OmegaConf
 
+from lipgnn.identity import get_dotted
 from lipgnn.results.grid import CONF_DIR, declared_grid
 
 PROTOCOL_FILE = Path(__file__).resolve().parents[2] / "docs" / "paper_protocol.yaml"
@@ -51,15 +52,6 @@ def _norm(value: Any) -> str:
         return f"{float(value):g}"
     except (TypeError, ValueError):
         return str(value)
-
-
-def _config_value(cfg: Any, path: str) -> Any:
-    node = cfg
-    for key in path.split("."):
-        if not isinstance(node, dict) or key not in node:
-            return None
-        node = node[key]
-    return node
 
 
 @cache
@@ -158,7 +150,7 @@ def outside_grid(runs: pd.DataFrame, paper: dict[str, Any]) -> list[str]:
         grid = values.get(axis)
         if not grid:
             continue
-        ours = [_norm(_config_value(c, axis)) for c in configs["config"]]
+        ours = [_norm(get_dotted(c, axis)) for c in configs["config"]]
         outside = sorted({v for v in ours if v not in grid and v != "None"})
         if outside:
             n = sum(v in outside for v in ours)

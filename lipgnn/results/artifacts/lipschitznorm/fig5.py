@@ -29,6 +29,7 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from lipgnn.config import CONF_DIR
+from lipgnn.identity import get_dotted
 from lipgnn.results.artifact import Artifact
 from lipgnn.results.artifacts.lipschitznorm._spread import rank, relation
 from lipgnn.results.artifacts.lipschitznorm._summary import by_verdict
@@ -120,20 +121,11 @@ def _alpha(cfg: Any) -> float | None:
     return float(norm.get("alpha", 1.0))
 
 
-def _get(cfg: Any, dotted: str) -> Any:
-    node = cfg
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
-
-
 def stop_reason(row: pd.Series) -> str:
     """Why one run ended: it reached ``train.stop_at_train``, hit its pass cap, or ran out of patience."""
     if bool(row["diverged"]):
         return DIVERGED_STOP
-    target = float(_get(row["config"], "train.stop_at_train") or 0.0)
+    target = float(get_dotted(row["config"], "train.stop_at_train") or 0.0)
     if target and math.isfinite(row[VALUE]) and row[VALUE] >= target:
         return REACHED if target == 1.0 else f"reached {100.0 * target:g}%"
     if math.isfinite(row["epochs"]) and row["epochs_run"] >= row["epochs"]:
