@@ -625,6 +625,12 @@ def test_stale_prose_outside_the_markers_is_flagged() -> None:
     fresh = block + '"Decays gradually" holds in part; algebraic decay holds on one of the five datasets.\n'
     assert stale_prose({"g.md": fresh}) == []
     assert stale_prose({"m.md": 'some verdicts read "too few seeds".\n' + block})   # no claim reads that
+    # The reproduction scale's words: prose must say what the block says, and "tie" is no verdict any more.
+    scale = ("<!-- auto:y -->\n“Table 3 — Cora 30 layers, GAT-Lip vs GAT” — **not reproduced**; 200 of 1000 epochs.\n"
+             "<!-- /auto:y -->\n")
+    found = stale_prose({"r.md": scale + '"Cora 30 layers, GAT-Lip vs GAT" holds; at 30 layers it is a tie.\n'})
+    assert len(found) == 2 and "not reproduced" in found[0] and "calls a verdict a tie" in found[1]
+    assert stale_prose({"r.md": scale + '"Cora 30 layers, GAT-Lip vs GAT" not reproduced, and tied W^Q.\n'}) == []
 
 
 def test_the_committed_reports_prose_agrees_with_their_blocks() -> None:

@@ -5,19 +5,19 @@
 - A comparison of two cells is the PAIRED difference over seeds: the same seed gives the same split,
   erasure and initialisation here, so the difference per seed removes that shared noise; its interval is
   the t-interval of the per-seed differences (scipy.stats.t).
-- Verdicts: "too few seeds" when n < ``MIN_SEEDS``; "holds" / "does not hold" only when the interval
-  excludes the other side of the claim's threshold; "tie" when it straddles it. A claim of no clear lead
-  (a tie claim) holds when the whole interval lies within ± its equivalence band, does not hold when the
-  interval excludes zero, and is a "tie" (undecided) otherwise.
+- Verdicts of a threshold (``greater``): "too few seeds" when n < ``MIN_SEEDS``; "holds" / "does not hold" only
+  when the interval excludes the other side of the claim's threshold; undecided ("inconclusive") when it
+  straddles it. A claim of no clear lead (``no_clear_lead``) holds when the whole interval lies within ± its
+  equivalence band, does not hold when the interval excludes zero, and is undecided otherwise. A comparative
+  claim is then judged on the reproduction scale against the paper's own effect (``verdict.outcome``,
+  docs/verdicts.md).
 - A verdict resting on runs below their declared epoch budget, or on a part of the declared grid only, is
-  "under budget" and never "holds", "does not hold" or "tie".
-- Seeds (every claim, paired or not: ``seed_rule``): a decisive verdict ("holds", "does not hold") rests on at
-  least ``MIN_SEEDS`` seeds; on fewer it is reported as "too few seeds", with the verdict those seeds gave in
-  its evidence.
-- Multiplicity (``holm``): per paper, the claims decided by a paired test form one family; Holm's step-down
-  adjustment of their two-sided p-values (p against the claim's threshold, ``Interval.p_value``) keeps a
-  decisive verdict only when its adjusted p is below ``1 − LEVEL``; otherwise the Holm verdict is "tie". The
-  report prints both verdicts and both tallies.
+  "under budget" and never decisive.
+- Seeds (every claim, paired or not: ``seed_rule``): a decisive verdict rests on at least ``MIN_SEEDS`` seeds; on
+  fewer it is reported as "too few seeds", with the verdict those seeds gave in its evidence.
+- Multiplicity: per paper, every test once forms one family; Holm's step-down (``holm_adjusted``) and
+  Benjamini–Hochberg's (``bh_adjusted``) adjusted p-values decide the adjusted verdicts (the report's
+  ``index_rows``).
 """
 
 from __future__ import annotations
@@ -149,11 +149,15 @@ def under_budget(runs: pd.DataFrame) -> bool:
 
 LEGEND = (f"Verdicts: intervals are two-sided {LEVEL:.0%} Student t-intervals over seeds (cells: of the mean; "
           "comparisons: of the paired per-seed difference, same seed = same split, erasure and init), in "
-          "percent points. A claim \"holds\" or \"does not hold\" only when the interval excludes the other side "
-          "of its threshold (0 unless the claim states a margin); \"tie\" when it straddles it; a claim of no "
-          "clear lead holds when the interval lies within its stated equivalence band. \"too few seeds\": a "
-          f"decisive verdict on fewer than {MIN_SEEDS} seeds, paired or not. \"under budget\": some runs are below "
-          "the declared epochs or the declared grid is not complete for the compared cells.")
+          "percent points. A comparison is judged against 0 and against the paper's own effect (docs/verdicts.md): "
+          "reproduces, smaller or larger than reported, not reproduced (the interval holds 0 and excludes the "
+          "paper's effect), reversed, inconclusive (it holds both); direction holds where the paper prints no "
+          "number; not comparable when both arms sit near the majority class or chance, or the runs were capped "
+          "under a tenth of the protocol's budget. A threshold claim holds or does not hold only when the interval "
+          "excludes the other side of its threshold; a claim of no clear lead holds when the interval lies within "
+          f"its stated equivalence band. \"too few seeds\": a decisive verdict on fewer than {MIN_SEEDS} seeds, "
+          "paired or not. \"under budget\": some runs are below the declared epochs or the declared grid is not "
+          "complete for the compared cells.")
 
 
 def seed_rule(verdict: str, n_seeds: int | None) -> str:
