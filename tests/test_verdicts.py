@@ -4,6 +4,7 @@ the declared grid) from synthetic records in the real record format, checked as 
 from __future__ import annotations
 
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -303,6 +304,14 @@ def test_the_index_prints_the_holm_verdict_and_the_distance_from_the_papers_prot
     assert "| +5.8 | +6.0 [+3.5, +8.5] |" in row               # the paper's effect beside ours
     assert "After Holm's adjustment per paper" in blocks["claims"]
     assert "Benjamini–Hochberg" in blocks["claims"]
+    # Each verdict block: the paper's effect beside ours, the outcome's reason, p and its Holm-adjusted p.
+    (quote,) = [line for line in blocks["claims-quotes"].splitlines() if LABEL in line]
+    assert "— **reproduces**" in quote and "Paper's effect +5.8, ours +6.0 [+3.5, +8.5] points." in quote
+    assert re.search(r"p = 0\.\d{3}, Holm-adjusted p = [01]\.\d{3}, BH-adjusted p = [01]\.\d{3}\.", quote)
+    # 200 of the paper's 1000 epochs is above the budget floor (a tenth); 50 would not be.
+    from lipgnn.results.paper_protocol import budget_fraction
+    assert budget_fraction(frame) == pytest.approx(0.2)
+    assert budget_fraction(frame.assign(epochs=50.0)) == pytest.approx(0.05)
     assert "200 of 1000 epochs" in blocks["summary"].split("[table3]")[1].splitlines()[0]
 
 

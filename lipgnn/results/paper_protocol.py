@@ -78,7 +78,7 @@ def paper_side(entry: dict[str, Any], conf_dir: Path | None = None) -> dict[str,
             epochs = [s.epochs for s in grid.sweeps if math.isfinite(s.epochs)]
             if epochs:
                 out["epochs"] = max(epochs)
-            values = {axis: {_norm(p[axis]) for p in points if axis in p}
+            values = {axis: {_norm(v) for v in {p[axis] for p in points if axis in p}}
                       for axis in (*HYPER_AXES, *CELL_AXES.values())}
             out["values"] = {axis: v for axis, v in values.items() if v}
             configs = 1
@@ -241,7 +241,7 @@ def distance(artifact_name: str, frame: pd.DataFrame, path: Path = PROTOCOL_FILE
     if "budgets" in entry:
         parts = budget_distance(str(entry["budgets"]))
     else:
-        parts = training_distance(frame, paper_side(entry, CONF_DIR))
+        parts = training_distance(frame, _paper_side_of(artifact_name, path))
     return ", ".join(parts) if parts else PAPER_PROTOCOL
 
 
@@ -257,7 +257,7 @@ def budget_fraction(*frames: pd.DataFrame | None, artifact: str | None = None) -
     entry = protocols().get(name)
     if entry is None or "beyond" in entry or "budgets" in entry:
         return None
-    paper = paper_side(entry, CONF_DIR).get("epochs")
+    paper = _paper_side_of(name).get("epochs")
     epochs = [float(e) for e in runs["epochs"].dropna()]
     if not paper or not epochs:
         return None
