@@ -9,7 +9,8 @@ No number in these pages is typed by hand. Each block between ``<!-- auto:NAME -
 - ``bench-summary``, ``bench-steps``, ``bench-runs``: ``results/bench/summary.csv`` (the step table of
   ``make bench``) and the folders of :data:`CURRENT_BENCH` (a whole ``train.py`` run, the 256-layer SAN row);
 - ``config-groups``, ``config-keys``: every option of every group under ``conf/`` and every key of every schema
-  of :mod:`lipgnn.config_schema`, so the reference cannot omit one.
+  of :mod:`lipgnn.config_schema`, so the reference cannot omit one;
+- ``verdict-margins``: the declared margins of the reproduction scale (:mod:`lipgnn.results.verdict`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ PAGES: dict[str, tuple[str, ...]] = {
     "README.md": ("demo", "demo-map", "bench-summary"),
     "docs/performance.md": ("bench-steps", "bench-runs"),
     "docs/config.md": ("config-groups", "config-keys"),
+    "docs/verdicts.md": ("verdict-margins",),
 }
 #: The bench folders (under ``results/bench/``) whose numbers the pages quote as current, besides the step table
 #: in ``results/bench/summary.csv``: the latest whole-run comparison and the latest 256-layer SAN row.
@@ -301,6 +303,21 @@ def config_keys_block(conf: Path) -> str:
     return "\n".join(out)
 
 
+def verdict_margins_block() -> str:
+    """The reproduction scale's declared margins and levels, from the constants the verdicts use."""
+    from lipgnn.results import stats, verdict
+
+    rows = [("`SIZE_MARGIN`", f"{verdict.SIZE_MARGIN:g} × the paper's effect"),
+            ("`FLOOR_MARGIN`", f"{100 * verdict.FLOOR_MARGIN:g} points above the majority class or chance"),
+            ("`MIN_BUDGET`", f"{100 * verdict.MIN_BUDGET:g} % of the paper's epochs or passes"),
+            ("`LEVEL`", f"{100 * stats.LEVEL:g} % two-sided intervals; tests and adjusted p-values at "
+                        f"{100 * (1 - stats.LEVEL):.0f} %"),
+            ("`MIN_SEEDS`", f"{stats.MIN_SEEDS} paired seeds")]
+    out = ["| constant | value |", "|:---|:---|"]
+    out += [f"| {name} | {value} |" for name, value in rows]
+    return "\n".join(out)
+
+
 # ---------------------------------------------------------------------------------------------- pages
 
 
@@ -308,7 +325,8 @@ def blocks(root: Path) -> dict[str, str]:
     conf = Path(CONF_DIR)
     return {"demo": demo_block(root), "demo-map": demo_map_block(root), "bench-summary": bench_summary_block(root),
             "bench-steps": bench_steps_block(root), "bench-runs": bench_runs_block(root),
-            "config-groups": config_groups_block(conf), "config-keys": config_keys_block(conf)}
+            "config-groups": config_groups_block(conf), "config-keys": config_keys_block(conf),
+            "verdict-margins": verdict_margins_block()}
 
 
 def refresh(root: str | Path = ".", *, write: bool = True) -> list[PageResult]:

@@ -71,3 +71,13 @@ def test_the_declared_grid_launches_the_primary_point_first() -> None:
     assert first["depth"] == "30" and first["train.lr"] == "0.005" and first["dropout"] == "default"
     experiment = OmegaConf.load("conf/experiment/failure_map.yaml")
     assert experiment.train.epochs == 1000 and experiment.train.early_stopping == 0
+
+
+def test_the_primary_claim_is_read_on_the_reproduction_scale_against_the_papers_effect() -> None:
+    (claim,) = fm.claims(frame([0.30, 0.31, 0.29, 0.32, 0.30], [0.70, 0.72, 0.69, 0.71, 0.70]))
+    assert claim.verdict == "reproduces" and claim.scale is not None and claim.scale.paper == fm.paper_effect(30)
+    (claim,) = fm.claims(frame([0.60, 0.61, 0.59, 0.62, 0.60], [0.62, 0.63, 0.61, 0.64, 0.62]))
+    assert claim.verdict == "smaller than reported"
+    # Both arms within ten points of Cora's majority class: never decisive.
+    (claim,) = fm.claims(frame([0.30, 0.31, 0.29, 0.32, 0.30], [0.36, 0.37, 0.35, 0.38, 0.36]))
+    assert claim.verdict == "not comparable" and "floor" in claim.evidence

@@ -13,6 +13,10 @@ from lipgnn.results.verdict import (
     DOES_NOT_HOLD,
     HOLDS,
     HOLDS_IN_PART,
+    NOT_COMPARABLE,
+    REPRODUCES,
+    REVERSED,
+    SMALLER,
     TIE,
     TOO_FEW_SEEDS,
     UNDER_BUDGET,
@@ -212,17 +216,20 @@ def test_post_ln_collapse_is_judged_from_128_layers(deep: tuple[float, ...], ver
 
 
 @pytest.mark.parametrize(("leads", "verdict"), [
-    ({128: (0.2, 0.3, 0.25), 256: (0.4, 0.5, 0.45)}, HOLDS),
-    ({128: (0.2, 0.3, 0.25), 256: (-0.1, -0.12, -0.08)}, DOES_NOT_HOLD),  # Post-LN ahead at 256 layers
+    ({128: (0.2, 0.3, 0.25), 256: (0.4, 0.5, 0.45)}, REPRODUCES),    # [+32.6, +57.4] holds the paper's +57.7
+    ({128: (0.2, 0.3, 0.25), 256: (0.2, 0.22, 0.18)}, SMALLER),     # +20 [+15, +25]: right sign, far below
+    ({128: (0.2, 0.3, 0.25), 256: (-0.1, -0.12, -0.08)}, REVERSED),  # Post-LN ahead at 256 layers
     ({128: (0.2, 0.3, 0.25), 256: (0.2, -0.3, 0.05)}, TIE),
 ])
 def test_nonlocal_trainability_is_judged_per_seed_at_every_depth_from_128(leads: dict, verdict: str) -> None:
-    """§4.2: nonlocal's paired per-seed lead over Post-LN in train accuracy, at every depth from 128 layers on;
-    the 64-layer rows do not enter (Post-LN ahead there changes nothing)."""
+    """§4.2: nonlocal's paired per-seed lead over Post-LN in train accuracy from 128 layers on, judged on the
+    reproduction scale at the deepest (256 layers: the paper's 89.4 vs 31.7); the 64-layer rows do not enter
+    (Post-LN ahead there changes nothing). 1000 of the paper's 5000 epochs: above the budget floor."""
     rows = []
     for depth, gaps in {64: (-0.3, -0.3, -0.3), **leads}.items():
         for seed, gap in enumerate(gaps):
-            rows += [_record("post", depth, 0.5, seed=seed), _record("nonlocal", depth, 0.5 + gap, seed=seed)]
+            rows += [_record("post", depth, 0.5, seed=seed, epochs=1000),
+                     _record("nonlocal", depth, 0.5 + gap, seed=seed, epochs=1000)]
     claim = gh_depth.claims(pd.DataFrame(rows))[2]
     assert claim.quote.startswith("Crucially, unlike Post-LN") and claim.verdict == verdict
     assert "at 128 layers" in claim.evidence and "at 256 layers" in claim.evidence
@@ -252,16 +259,20 @@ def test_depth_claims_are_judged_on_the_longest_budget_that_can_judge_them() -> 
          ("post", 2, 500), ("post", 256, 500), ("nonlocal", 256, 500), ("pre", 2, 500)})
     assert table[(table["architecture"] == "nonlocal") & (table["epochs"] == 500)]["ours_train"].iloc[0] == 71.0
     pre, collapse, lead = gh_depth.claims(frame)
-    assert lead.verdict == HOLDS and lead.evidence.startswith("at 500 epochs:")
-    assert "at 100 epochs: tie" in lead.evidence and lead.n_runs == 12  # every 500-epoch run
+    # +40 points on every seed against the paper's +57.7 (its margin reaches down to +43.3): smaller than reported;
+    # at 100 epochs (2 % of the paper's 5000) and both arms at Cora's majority class: not comparable.
+    assert lead.verdict == SMALLER and lead.evidence.startswith("at 500 epochs:")
+    assert "at 100 epochs: not comparable" in lead.evidence and lead.n_runs == 12  # every 500-epoch run
+    assert lead.scale is not None and lead.scale.paper == pytest.approx(0.577)
     assert collapse.verdict == HOLDS and collapse.evidence.startswith("at 500 epochs:")
     assert pre.verdict == HOLDS and pre.evidence.startswith("at 100 epochs:")
     assert "at 500 epochs: not run" in pre.evidence
     pre, collapse, lead = gh_depth.claims(pd.DataFrame(rows + long))
     assert collapse.verdict == HOLDS and collapse.evidence.startswith("at 500 epochs:")
     assert "at 1000 epochs: not run" in collapse.evidence
-    assert lead.verdict == TIE and lead.evidence.startswith("at 1000 epochs:")
-    assert "at 500 epochs: holds" in lead.evidence
+    # Both 30.0 at 256 layers, at Cora's majority class (30.2 %): the longest budget is not comparable.
+    assert lead.verdict == NOT_COMPARABLE and lead.evidence.startswith("at 1000 epochs:")
+    assert "floor 30.2 %" in lead.evidence and "at 500 epochs: smaller than reported" in lead.evidence
 
 
 def test_trained_model_diagnostics_read_the_longest_budget_with_deep_models_of_both() -> None:

@@ -136,8 +136,10 @@ def _column_key(spec: TableSpec) -> str:
     return "missing_rate" if spec.column_kind == "missing_rate" else "depth"
 
 
-def build_cells(df: pd.DataFrame, spec: TableSpec) -> list[Cell]:
-    """Every cell of ``spec`` (row-major, the paper's order) from the records in ``df``."""
+def build_cells(df: pd.DataFrame, spec: TableSpec, deeper_than: int | None = None) -> list[Cell]:
+    """Every cell of ``spec`` (row-major, the paper's order) from the records in ``df``; with ``deeper_than``,
+    each cell's configuration is selected among its runs deeper than that many layers only (a claim about deep
+    models), while whether the cell is partial still counts all its runs."""
     keyed_all = with_cell_key(df, spec)
     runs = with_selected_metrics(keyed_all)     # keeps the key columns: it filters and adds, never drops
     fullest = full_grid_size(runs, _CELL_KEY)
@@ -161,7 +163,8 @@ def build_cells(df: pd.DataFrame, spec: TableSpec) -> list[Cell]:
                     f"{spec.experiment}" if dataset in OGB_DATASETS
                     else f"no records in runs/{spec.experiment}/ for this cell")
             else:
-                chosen = select_best(here)
+                pool = here if deeper_than is None else here[here["depth"] > deeper_than]
+                chosen = select_best(pool) if not pool.empty else None
                 cell.budget = _joined(here["budget"])
                 cell.selection = _joined(here["selection"])
                 if chosen is None:

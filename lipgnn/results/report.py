@@ -36,14 +36,15 @@ from lipgnn.results import registry
 from lipgnn.results.artifact import Artifact
 from lipgnn.results.engine import Loader
 from lipgnn.results.labels import NOT_RUN_BUDGET
-from lipgnn.results.paper_protocol import distance
+from lipgnn.results.paper_protocol import claim_distance, distance
 from lipgnn.results.render.markers import close_marker, open_marker, replace_blocks
-from lipgnn.results.render.text import claims_table, md_cell, md_table
+from lipgnn.results.render.text import claims_table, effect_text, md_cell, md_table
 from lipgnn.results.reporting import dirty_ids, short_commit, summary
 from lipgnn.results.stats import LEGEND as STATS_LEGEND
-from lipgnn.results.stats import MIN_SEEDS, holm, seed_rule
+from lipgnn.results.stats import LEVEL, MIN_SEEDS, bh_adjusted, holm_adjusted, seed_rule
 from lipgnn.results.store import _atomic_write_text, record_paths
-from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, Claim
+from lipgnn.results.verdict import DECISIVE as SCALE_DECISIVE
+from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, HOLDS_IN_PART, TIE, Claim
 
 log = logging.getLogger("lipgnn.results")
 
@@ -211,7 +212,11 @@ def artifact_claims(loader: Loader, artifact: Artifact) -> list[Claim]:
     if artifact.name not in cache:
         frame = loader.frame(artifact)
         protocol = distance(artifact.name, loader.experiment(artifact.experiments[0]))
-        cache[artifact.name] = [judged(c, artifact_seeds(frame), protocol, artifact_dirty(frame))
+        # A claim that names the runs its verdict read gets its own distance (its epochs, seeds, grid); the
+        # others the artifact's.
+        cache[artifact.name] = [judged(c, artifact_seeds(frame),
+                                       protocol if c.runs is None else claim_distance(artifact.name, c.runs, frame),
+                                       artifact_dirty(frame))
                                 for c in artifact.claims(frame)]
     return cache[artifact.name]
 
@@ -260,7 +265,7 @@ def _claim_link(paper: str, anchor: str) -> str:
 
 QUOTES_BLOCK = "claims-quotes"
 DIRTY_BLOCK = "dirty"
-DECISIVE = (HOLDS, DOES_NOT_HOLD)
+DECISIVE = (HOLDS, DOES_NOT_HOLD, HOLDS_IN_PART, *SCALE_DECISIVE)
 SUMMARY_BLOCK = "summary"
 #: Words of a claim's short label when its quote names no compared cells (``quote — label``).
 LABEL_WORDS = 9
@@ -276,24 +281,69 @@ def claim_label(quote: str) -> str:
 
 @dataclass(frozen=True)
 class IndexRow:
-    """One claim of the index with its artifact, its Holm verdict and its number (``#q-<n>``)."""
+    """One claim of the index with its artifact, its number (``#q-<n>``) and its place in its paper's
+    multiplicity family: ``p`` the test's p-value (NaN: no test), ``holm_p`` / ``bh_p`` its adjusted p-values,
+    ``holm`` / ``bh`` the verdict after each adjustment, ``same_test`` the number of an earlier claim resting on
+    the same test (the family counts it once)."""
 
     number: int
     artifact: Artifact
     claim: Claim
     holm: str
+    bh: str = ""
+    p: float = math.nan
+    holm_p: float = math.nan
+    bh_p: float = math.nan
+    same_test: int | None = None
+
+
+def test_key(number: int, claim: Claim) -> tuple[str, float] | tuple[int]:
+    """What makes two claims one test: the same compared runs and metric (``Scale.test``) against the same null
+    value; a claim without a scale is a test of its own."""
+    if claim.scale is not None and claim.scale.test:
+        return (claim.scale.test, round(claim.scale.null(), 9))
+    return (number,)
+
+
+def adjusted_verdict(claim: Claim, adjusted_p: float) -> str:
+    """A decisive verdict whose test's adjusted p is not below 1 − LEVEL becomes inconclusive; a verdict resting
+    on no test (an observation) or an undecided one keeps itself."""
+    tested = claim.p_value is not None and math.isfinite(claim.p_value)
+    if tested and claim.verdict in DECISIVE and not adjusted_p < round(1 - LEVEL, 12):
+        return TIE
+    return claim.verdict
 
 
 def index_rows(loader: Loader) -> list[IndexRow]:
-    """Every paper's claims in registry order, numbered, each with its Holm verdict within its paper's family
-    (``stats.holm``)."""
-    pairs = [(a, c) for a in registry.artifacts() for c in artifact_claims(loader, a)]
-    holm_of: dict[int, str] = {}
-    for paper in dict.fromkeys(c.paper for _, c in pairs):
-        members = [i for i, (_, c) in enumerate(pairs) if c.paper == paper]
-        verdicts = holm([pairs[i][1].verdict for i in members], [pairs[i][1].p_value for i in members])
-        holm_of.update(zip(members, verdicts, strict=True))
-    return [IndexRow(i + 1, a, c, holm_of[i]) for i, (a, c) in enumerate(pairs)]
+    """Every paper's claims in registry order, numbered, each with its adjusted verdicts in its paper's family
+    (the artifact's paper): every test once (``test_key``), Holm's step-down (``stats.holm_adjusted``) and
+    Benjamini–Hochberg's (``stats.bh_adjusted``) adjustments of the tests' two-sided p-values."""
+    return family_rows([(a, c) for a in registry.artifacts() for c in artifact_claims(loader, a)])
+
+
+def family_rows(pairs: list[tuple[Artifact, Claim]]) -> list[IndexRow]:
+    """``index_rows`` of given (artifact, claim) pairs: numbered from 1, one family per artifact's paper."""
+    out: list[IndexRow] = []
+    first: dict[tuple, int] = {}
+    for i, (artifact, claim) in enumerate(pairs):
+        key = (artifact.paper, *test_key(i + 1, claim))
+        p = float(claim.p_value) if claim.p_value is not None and math.isfinite(claim.p_value) else math.nan
+        same = first.get(key) if math.isfinite(p) else None
+        if math.isfinite(p) and same is None:
+            first[key] = i + 1
+        out.append(IndexRow(i + 1, artifact, claim, claim.verdict, claim.verdict, p, same_test=same))
+    for paper in dict.fromkeys(a.paper for a, _ in pairs):
+        members = [r for r in out if r.artifact.paper == paper and math.isfinite(r.p) and r.same_test is None]
+        holm_ps = holm_adjusted([r.p for r in members])
+        bh_ps = bh_adjusted([r.p for r in members])
+        adjusted = {r.number: (h, b) for r, h, b in zip(members, holm_ps, bh_ps, strict=True)}
+        for i, row in enumerate(out):
+            if row.artifact.paper != paper or not math.isfinite(row.p):
+                continue
+            h, b = adjusted[row.same_test or row.number]
+            out[i] = replace(row, holm=adjusted_verdict(row.claim, h), bh=adjusted_verdict(row.claim, b),
+                             holm_p=h, bh_p=b)
+    return out
 
 
 def _tally(verdicts: list[str]) -> str:
@@ -301,33 +351,64 @@ def _tally(verdicts: list[str]) -> str:
     return ", ".join(f"{v} {n}" for v, n in counts.items()) if len(counts) else "none"
 
 
+def p_text(p: float) -> str:
+    """``0.003``, ``<0.001``, ``-`` (no test)."""
+    if not math.isfinite(p):
+        return "-"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def family_note(index: list[IndexRow]) -> str:
+    """How many tests each paper's family holds, and how many claims share a test or rest on none."""
+    parts = []
+    for paper in dict.fromkeys(r.artifact.paper for r in index):
+        mine = [r for r in index if r.artifact.paper == paper]
+        tests = sum(1 for r in mine if math.isfinite(r.p) and r.same_test is None)
+        shared = sum(1 for r in mine if r.same_test is not None)
+        untested = sum(1 for r in mine if not math.isfinite(r.p) and r.claim.verdict in DECISIVE)
+        parts.append(f"{PAPER_SHORT.get(paper, paper)}: {tests} tests"
+                     + (f" ({shared} claim{'s' if shared != 1 else ''} share an earlier claim's test)" if shared
+                        else "")
+                     + (f"; {untested} decisive verdict{'s' if untested != 1 else ''} rest on no test "
+                        "(an observation, kept after adjustment)" if untested else ""))
+    return "; ".join(parts)
+
+
 def block_claims(loader: Loader) -> str:
     """One row per claim of every paper: section, a short label linked to the paper's words (the
-    ``claims-quotes`` block), our verdict, its Holm verdict, seeds, the distance from the paper's protocol, runs,
-    and a link to the evidence."""
+    ``claims-quotes`` block), the paper's effect and ours, our verdict, its p-value and its verdicts after Holm
+    and BH, seeds, the distance from the paper's protocol, runs, and a link to the evidence."""
     rows = []
     index = index_rows(loader)
     for row in index:
         claim = row.claim
+        paper, ours = effect_text(claim)
         rows.append([PAPER_SHORT.get(claim.paper, claim.paper), md_cell(claim.section),
-                     f"[{md_cell(claim_label(claim.quote))}](#q-{row.number})", verdict_cell(claim),
-                     row.holm if row.holm != claim.verdict else "=",
+                     f"[{md_cell(claim_label(claim.quote))}](#q-{row.number})", paper, ours, verdict_cell(claim),
+                     p_text(row.p) + (f" (= [{row.same_test}](#q-{row.same_test}))" if row.same_test else ""),
+                     p_text(row.holm_p), row.holm if row.holm != claim.verdict else "=",
+                     row.bh if row.bh != claim.verdict else "=",
                      str(claim.n_seeds) if claim.n_seeds is not None else "-", md_cell(claim.protocol or "-"),
                      str(claim.n_runs), f"[{row.artifact.name}]({_claim_link(row.artifact.paper, claim.anchor)})"])
     if not rows:
         return "No claims registered."
-    header = ["paper", "section", "claim (the paper's words behind the link)", "verdict", "Holm", "seeds",
-              "our budget vs the paper's", "runs", "evidence"]
-    family = sum(1 for r in index if r.claim.p_value is not None and math.isfinite(r.claim.p_value))
+    header = ["paper", "section", "claim (the paper's words behind the link)", "paper's effect", "our effect",
+              "verdict", "p", "Holm p", "after Holm", "after BH", "seeds", "our budget vs the paper's", "runs",
+              "evidence"]
     lines = md_table(header, rows)
-    lines += ["", f"Verdict counts: {_tally([r.claim.verdict for r in index])}. After Holm's adjustment per paper "
-              f"({family} paired tests): {_tally([r.holm for r in index])}.", "",
-              STATS_LEGEND + " \"Holm\": the verdict after Holm's step-down adjustment of the paired tests' "
-              "p-values within each paper (\"=\": unchanged; claims not decided by a paired test keep their verdict). "
-              f"\"seeds\": the seeds the verdict rests on (a decisive verdict needs {MIN_SEEDS}). "
-              "\"our budget vs the paper's\": "
-              "where the runs fall short of the protocol the paper states (docs/paper_protocol.yaml), computed from "
-              "the records; \"paper protocol\" when they do not."]
+    lines += ["", f"Verdict counts: {_tally([r.claim.verdict for r in index])}. After Holm's adjustment per paper: "
+              f"{_tally([r.holm for r in index])}. After Benjamini–Hochberg's (5 % FDR): "
+              f"{_tally([r.bh for r in index])}. Families: {family_note(index)}.", "",
+              STATS_LEGEND + " Effects are in points (a − b of the claim); 'direction': the paper prints no "
+              "number, so only the sign is judged. The scale (reproduces, smaller or larger than reported, not "
+              "reproduced, reversed, inconclusive, not comparable) is docs/verdicts.md's. 'p': the two-sided "
+              "p-value of the test the verdict rests on ('= n': the same test as claim n, counted once); 'Holm "
+              "p' and 'after Holm' / 'after BH': the verdict after Holm's step-down (family-wise 5 %) or "
+              "Benjamini–Hochberg's (5 % false discovery rate) adjustment within each paper's family ('=': "
+              "unchanged; a decisive verdict whose adjusted p is not below 5 % becomes inconclusive). "
+              f"'seeds': the seeds the verdict rests on (a decisive verdict needs {MIN_SEEDS}). "
+              "'our budget vs the paper's': where the claim's runs fall short of the protocol the paper states "
+              "(docs/paper_protocol.yaml), computed from the records; 'paper protocol' when they do not."]
     return "\n".join(lines)
 
 
@@ -369,10 +450,18 @@ def block_quotes(loader: Loader) -> str:
     lines = []
     for row in index_rows(loader):
         claim = row.claim
+        paper, ours = effect_text(claim)
+        effects = f" Paper's effect {paper}, ours {ours} points." if claim.scale is not None else ""
+        why = (f" Why: {claim.scale.outcome.reason}." if claim.scale is not None
+               and claim.scale.outcome.label == claim.verdict else "")
+        test = (f" p = {p_text(row.p)}, Holm-adjusted p = {p_text(row.holm_p)}, BH-adjusted p = {p_text(row.bh_p)}"
+                + (f" (the test of claim {row.same_test})" if row.same_test else "") + "."
+                if math.isfinite(row.p) else " No test (not a paired comparison).")
         lines += [f'<a id="q-{row.number}"></a>**{row.number}.** {PAPER_SHORT.get(claim.paper, claim.paper)}, '
                   f"{claim.section}: “{claim.quote}” — **{claim.verdict}**"
                   + (f" (Holm: {row.holm})" if row.holm != claim.verdict else "")
-                  + f"; {claim.protocol or '-'}. {claim.evidence}", ""]
+                  + (f" (BH: {row.bh})" if row.bh != claim.verdict else "")
+                  + f"; {claim.protocol or '-'}.{effects}{why}{test} {claim.evidence}", ""]
     return "\n".join(lines).rstrip() or "No claims registered."
 
 
@@ -384,12 +473,12 @@ def block_summary(loader: Loader) -> str:
     """The first screen: the tally per paper (raw and after Holm), then per artifact what the paper shows, our
     verdicts, seeds and our budget against the paper's."""
     index = index_rows(loader)
-    papers = list(dict.fromkeys(r.claim.paper for r in index))
-    tally = ["| paper | claims | verdicts | after Holm |", "|:---|:---:|:---|:---|"]
+    papers = list(dict.fromkeys(r.artifact.paper for r in index))
+    tally = ["| paper | claims | verdicts | after Holm | after BH (5 % FDR) |", "|:---|:---:|:---|:---|:---|"]
     for paper in papers:
-        mine = [r for r in index if r.claim.paper == paper]
+        mine = [r for r in index if r.artifact.paper == paper]
         tally.append(f"| {PAPER_SHORT.get(paper, paper)} | {len(mine)} | {_tally([r.claim.verdict for r in mine])} | "
-                     f"{_tally([r.holm for r in mine])} |")
+                     f"{_tally([r.holm for r in mine])} | {_tally([r.bh for r in mine])} |")
     rows = ["| artifact | what the paper shows | our verdicts | seeds | our budget vs the paper's |",
             "|:---|:---|:---|:---:|:---|"]
     for artifact in registry.artifacts():

@@ -8,15 +8,18 @@ the one in the tables and figures. Accuracies are printed in percent with one de
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 
+from lipgnn.results.floors import floor
 from lipgnn.results.labels import DATASET_ORDER, DIVERGED, NEEDS_OGB, NOT_RUN, NOT_RUN_BUDGET
+from lipgnn.results.paper_protocol import budget_fraction
 from lipgnn.results.paper_table import Cell, TableSpec
 from lipgnn.results.protocol import Full, Selection, at, depths, full_at, is_partial, partial_text, select_best
 from lipgnn.results.render.text import fmt_value as _fmt_value
@@ -24,8 +27,24 @@ from lipgnn.results.render.text import joined as _joined
 from lipgnn.results.render.text import md_table as _table
 from lipgnn.results.render.text import pct as _pct
 from lipgnn.results.render.text import ranges as _ranges
-from lipgnn.results.stats import greater, no_clear_lead, paired_difference, under_budget, with_budget
-from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS, HOLDS_IN_PART, TIE, VERDICTS
+from lipgnn.results.stats import Interval, greater, no_clear_lead, paired_difference, under_budget, with_budget
+from lipgnn.results.verdict import (
+    CANNOT_JUDGE,
+    DIRECTION_HOLDS,
+    DOES_NOT_HOLD,
+    HOLDS,
+    HOLDS_IN_PART,
+    NOT_COMPARABLE,
+    SCALE,
+    TIE,
+    UNDER_BUDGET,
+    VERDICTS,
+    Claim,
+    Outcome,
+    Scale,
+    not_comparable,
+    outcome,
+)
 from lipgnn.results.verdict import NOT_RUN as NOT_RUN_VERDICT
 
 HOLDS_WITHIN_STD = "holds within one std"
@@ -49,9 +68,63 @@ class Finding:
     p_value: float | None = None   # the paired test's two-sided p against the claim's threshold (Holm family)
     n_seeds: int | None = None     # the paired seeds the verdict rests on
     dirty: tuple[str, ...] | None = None   # run ids of the compared records written from uncommitted code
+    scale: Scale | None = None     # a comparative claim on the reproduction scale (``on_scale``)
+    runs: pd.DataFrame | None = field(default=None, compare=False, repr=False)   # every run the verdict read
+
+    def claim(self, paper: str, section: str, quote: str, anchor: str) -> Claim:
+        """This finding as the ``Claim`` of ``quote`` (the paper's words, with the finding's label appended)."""
+        return Claim(paper, section, f"{quote} — {self.label}" if self.label else quote, self.verdict, self.reason,
+                     self.n_runs, anchor, p_value=self.p_value, n_seeds=self.n_seeds, dirty=self.dirty,
+                     scale=self.scale, runs=self.runs)
 
     def line(self) -> str:
         return verdict_line(self.label, self.verdict, self.reason)
+
+
+def test_id(a: pd.DataFrame | None, b: pd.DataFrame | None, value: str = "sel_test") -> str:
+    """What identifies a paired test: the run ids of both arms and the compared metric (two claims with the same
+    id and null value are one member of the multiplicity family)."""
+    def ids(frame: pd.DataFrame | None) -> str:
+        if frame is None or frame.empty or "run_id" not in frame:
+            return ""
+        return ",".join(sorted(frame["run_id"].astype(str)))
+    return hashlib.sha1(f"{ids(a)}|{ids(b)}|{value}".encode()).hexdigest()[:12]
+
+
+def arm_floor(runs: pd.DataFrame | None, split: str = "test") -> float | None:
+    """The floor (``floors.floor``) of the scored ``split`` of ``runs``' dataset (TREES: of their tree depth)."""
+    if runs is None or runs.empty or "dataset" not in runs:
+        return None
+    tree = runs["tree_depth"].dropna() if "tree_depth" in runs else pd.Series(dtype=float)
+    return floor(str(runs["dataset"].iloc[0]), split, float(tree.iloc[0]) if len(tree) else None)
+
+
+def on_scale(finding: Finding, diff: Interval, paper: float | None, a: pd.DataFrame | None,
+             b: pd.DataFrame | None, arms: tuple[float, float], *, value: str = "sel_test", split: str = "test",
+             artifact: str | None = None) -> Finding:
+    """``finding`` judged on the reproduction scale (``verdict.outcome``): our paired ``diff`` of the runs ``a``
+    and ``b`` (whose mean scores are ``arms``, fractions) against the ``paper``'s effect, "not comparable" when
+    both arms sit at the ``split``'s floor or the runs are capped under the protocol's budget. A finding that is
+    not run, cannot be judged or rests on a partial grid keeps its verdict; a "holds in part" (the claim's bar is
+    missed) stays so when the direction holds. The p-value becomes the outcome's."""
+    result = outcome(diff, paper, arms=arms, floor=arm_floor(a, split),
+                     budget=budget_fraction(a, b, artifact=artifact))
+    verdict = finding.verdict
+    if verdict not in (UNDER_BUDGET, NOT_RUN_VERDICT, CANNOT_JUDGE):
+        verdict = HOLDS_IN_PART if verdict == HOLDS_IN_PART and result.label == DIRECTION_HOLDS else result.label
+    reason = finding.reason
+    if result.label == NOT_COMPARABLE:
+        reason = f"{reason.rstrip('.')}; not comparable: {result.reason}."
+    p_value = result.p_value if verdict in SCALE or verdict == HOLDS_IN_PART else None
+    runs = finding.runs if finding.runs is not None else both(a, b)
+    return replace(finding, verdict=verdict, reason=reason, p_value=p_value,
+                   scale=Scale(diff, paper, result, test_id(a, b, value)), runs=runs)
+
+
+def both(*frames: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The rows of ``frames`` together (None when all are empty)."""
+    kept = [f for f in frames if f is not None and not f.empty]
+    return pd.concat(kept, ignore_index=True) if kept else None
 
 
 def dirty_ids(*frames: pd.DataFrame | None) -> tuple[str, ...]:
@@ -171,12 +244,13 @@ def short_commit(commit: Any) -> str:
 
 
 def cell_comparison(label: str, a: Cell, b: Cell, *, margin: float = 0.0, tie_band: float | None = None,
-                    what: str = "") -> Finding:
+                    what: str = "", paper: float | None = None) -> Finding:
     """Paired comparison of two table cells (their selected configurations, paired by seed), in points.
 
     ``tie_band`` set: the claim is "no clear lead" (``stats.no_clear_lead``); else "a exceeds b by more than
     ``margin``" (``stats.greater``). Cells without a result give NOT_RUN (or CANNOT_JUDGE when diverged);
-    partial or under-budget cells make the verdict UNDER_BUDGET."""
+    partial or under-budget cells make the verdict UNDER_BUDGET. A plain lead (no margin, no band) is then judged
+    on the reproduction scale against the ``paper``'s a − b (``on_scale``; ``paper_effect`` of two cells)."""
     if a.state != "ok" or b.state != "ok":
         missing = [f"{c.row} {c.state}" for c in (a, b) if c.state != "ok"]
         verdict = NOT_RUN_VERDICT if all(c.state != DIVERGED for c in (a, b)) else CANNOT_JUDGE
@@ -189,15 +263,45 @@ def cell_comparison(label: str, a: Cell, b: Cell, *, margin: float = 0.0, tie_ba
                 + (f" (equivalence band ± {tie_band:g})" if tie_band is not None else "")
                 + (f"; {what}" if what else "")
                 + ("; partial or under-budget cells" if budget else "") + ".")
-    p_value = diff.p_value(margin / 100.0) if tie_band is None else None   # an equivalence claim: no such test
-    return Finding(label, with_budget(verdict, budget), evidence, a.n_runs + b.n_runs, p_value, diff.n,
-                   dirty_ids(a.all_runs, b.all_runs))   # every configuration: the selection reads them all
+    # An equivalence claim's decisive test is the two one-sided tests (TOST) when it holds, else the test of 0.
+    p_value = (diff.p_value(margin / 100.0) if tie_band is None
+               else diff.equivalence_p(tie_band / 100.0) if verdict == HOLDS else diff.p_value())
+    found = Finding(label, with_budget(verdict, budget), evidence, a.n_runs + b.n_runs, p_value, diff.n,
+                    dirty_ids(a.all_runs, b.all_runs),   # every configuration: the selection reads them all
+                    runs=both(a.all_runs, b.all_runs))
+    arms = (a.ours_mean / 100.0, b.ours_mean / 100.0)
+    if tie_band is None and not margin:
+        return on_scale(found, diff, paper, a.runs, b.runs, arms)
+    # A margin or equivalence claim keeps its own test, but never decides on runs at the floor or capped.
+    why = not_comparable(arms, arm_floor(a.runs), budget_fraction(a.runs, b.runs))
+    if why and found.verdict not in (UNDER_BUDGET, NOT_RUN_VERDICT, CANNOT_JUDGE):
+        found = replace(found, verdict=NOT_COMPARABLE, reason=f"{evidence.rstrip('.')}; not comparable: {why}.",
+                        p_value=None)
+    return replace(found, scale=Scale(diff, paper, Outcome(found.verdict, why, found.p_value or math.nan),
+                                      test_id(a.runs, b.runs)))
+
+
+def paper_effect(a: Cell, b: Cell) -> float | None:
+    """The paper's a − b (a fraction) from the two cells' printed values; None when either is not printed."""
+    if a.paper is None or b.paper is None:
+        return None
+    return (a.paper.mean - b.paper.mean) / 100.0
+
+
+def validation_mean(cell: Cell) -> float:
+    """The mean validation metric of a cell's selected configuration (what chose it), over its usable seeds."""
+    runs = cell.runs
+    if runs is None or runs.empty or "sel_val" not in runs:
+        return math.nan
+    kept = runs[~runs["diverged"].astype(bool)] if "diverged" in runs else runs
+    return float(kept["sel_val"].mean())
 
 
 def best_other(cells: list[Cell], target: str) -> Cell | None:
-    """Our best row other than ``target`` (by mean), among cells with a result."""
+    """Our best row other than ``target`` by mean VALIDATION metric (never the test metric the claim compares),
+    among cells with a result; ties go to the row order."""
     others = [c for c in cells if c.row != target and c.state == "ok"]
-    return max(others, key=lambda c: c.ours_mean) if others else None
+    return max(others, key=lambda c: (validation_mean(c), -others.index(c))) if others else None
 
 
 def cells_table(spec: TableSpec, cells: list[Cell], columns: list[tuple[str, int]]) -> list[str]:
@@ -221,7 +325,8 @@ def partial_note(cells: list[Cell]) -> str:
 
 def lead_findings(spec: TableSpec, cells: list[Cell], columns: list[tuple[str, int]],
                   target: str = "GAT-Lip") -> list[Finding]:
-    """Per column: does ``target`` lead our best other row (paired difference > 0)?"""
+    """Per column: does ``target`` lead our best other row (chosen on validation: ``best_other``)? The paper's
+    effect is its ``target`` minus its own best other row."""
     out = []
     for column in columns:
         label = spec.column_label(column)
@@ -232,9 +337,12 @@ def lead_findings(spec: TableSpec, cells: list[Cell], columns: list[tuple[str, i
             out.append(Finding(f"{label}, {target} leads", NOT_RUN_VERDICT, "no other row has a result.",
                                mine.n_runs))
             continue
-        paper = max((c for c in here if c.paper is not None), key=lambda c: c.paper.mean, default=None)
-        note = f"paper's best: {paper.row} ({paper.paper.text})" if paper is not None else ""
-        out.append(cell_comparison(f"{label}, {target} leads", mine, other, what=note))
+        paper = max((c for c in here if c.paper is not None and c.row != target), key=lambda c: c.paper.mean,
+                    default=None)
+        note = (f"best other by validation: {other.row}"
+                + (f"; the paper's best other: {paper.row} ({paper.paper.text})" if paper is not None else ""))
+        effect = paper_effect(mine, paper) if paper is not None else None
+        out.append(cell_comparison(f"{label}, {target} leads", mine, other, what=note, paper=effect))
     return out
 
 
@@ -250,10 +358,13 @@ class Bar(NamedTuple):
 
 def pair_finding(label: str, results: dict[str, dict[int, Selection | None]],
                  lip: str, plain: str, what: str, bar: Bar | None = None, full: Full = 0,
-                 value: str = "sel_test") -> Finding:
+                 value: str = "sel_test", paper: float | None = None, runs: pd.DataFrame | None = None) -> Finding:
     """At the deepest depth both variants ran, does ``lip`` beat ``plain``? The paired difference over seeds
-    decides (``stats.greater``). With a ``bar`` the claim also needs ``lip`` to reach ``bar.value`` there:
-    beating ``plain`` below it holds only in part. A partial point or an under-budget run: UNDER_BUDGET."""
+    decides (``stats.greater``), then the reproduction scale against the ``paper``'s effect (``on_scale``; None:
+    the paper's figure gives a direction only). With a ``bar`` the claim also needs ``lip`` to reach
+    ``bar.value`` there: beating ``plain`` below it holds only in part. A partial point or an under-budget run:
+    UNDER_BUDGET. ``runs``: the frame the selections came from (every configuration at the compared depth is
+    what the verdict read)."""
     name = f"{label}, {lip} vs {plain}"
     both = sorted(set(results.get(lip, {})) & set(results.get(plain, {})))
     if not both:
@@ -283,8 +394,12 @@ def pair_finding(label: str, results: dict[str, dict[int, Selection | None]],
     if partial:
         reason += f" (partial grid {'; '.join(partial)}; may change when the sweep finishes)"
     budget = bool(partial) or under_budget(sel_lip.runs) or under_budget(sel_plain.runs)
-    return Finding(name, with_budget(verdict, budget), reason + ".", sel_lip.n_runs + sel_plain.n_runs,
-                   diff.p_value(), diff.n, dirty_ids(sel_lip.runs, sel_plain.runs))
+    read = None if runs is None or runs.empty else \
+        runs[runs["variant"].isin((lip, plain)) & (runs["depth"].astype(float) == float(depth))]
+    found = Finding(name, with_budget(verdict, budget), reason + ".", sel_lip.n_runs + sel_plain.n_runs,
+                    diff.p_value(), diff.n, dirty_ids(sel_lip.runs, sel_plain.runs), runs=read)
+    return on_scale(found, diff, paper, sel_lip.runs, sel_plain.runs, (sel_lip.mean, sel_plain.mean), value=value,
+                    split="train" if "train" in value else "test")
 
 
 def depth_rows(runs: pd.DataFrame, variants: Sequence[str], full: Full = 0

@@ -5,19 +5,19 @@
 - A comparison of two cells is the PAIRED difference over seeds: the same seed gives the same split,
   erasure and initialisation here, so the difference per seed removes that shared noise; its interval is
   the t-interval of the per-seed differences (scipy.stats.t).
-- Verdicts: "too few seeds" when n < ``MIN_SEEDS``; "holds" / "does not hold" only when the interval
-  excludes the other side of the claim's threshold; "tie" when it straddles it. A claim of no clear lead
-  (a tie claim) holds when the whole interval lies within ± its equivalence band, does not hold when the
-  interval excludes zero, and is a "tie" (undecided) otherwise.
+- Verdicts of a threshold (``greater``): "too few seeds" when n < ``MIN_SEEDS``; "holds" / "does not hold" only
+  when the interval excludes the other side of the claim's threshold; undecided ("inconclusive") when it
+  straddles it. A claim of no clear lead (``no_clear_lead``) holds when the whole interval lies within ± its
+  equivalence band, does not hold when the interval excludes zero, and is undecided otherwise. A comparative
+  claim is then judged on the reproduction scale against the paper's own effect (``verdict.outcome``,
+  docs/verdicts.md).
 - A verdict resting on runs below their declared epoch budget, or on a part of the declared grid only, is
-  "under budget" and never "holds", "does not hold" or "tie".
-- Seeds (every claim, paired or not: ``seed_rule``): a decisive verdict ("holds", "does not hold") rests on at
-  least ``MIN_SEEDS`` seeds; on fewer it is reported as "too few seeds", with the verdict those seeds gave in
-  its evidence.
-- Multiplicity (``holm``): per paper, the claims decided by a paired test form one family; Holm's step-down
-  adjustment of their two-sided p-values (p against the claim's threshold, ``Interval.p_value``) keeps a
-  decisive verdict only when its adjusted p is below ``1 − LEVEL``; otherwise the Holm verdict is "tie". The
-  report prints both verdicts and both tallies.
+  "under budget" and never decisive.
+- Seeds (every claim, paired or not: ``seed_rule``): a decisive verdict rests on at least ``MIN_SEEDS`` seeds; on
+  fewer it is reported as "too few seeds", with the verdict those seeds gave in its evidence.
+- Multiplicity: per paper, every test once forms one family; Holm's step-down (``holm_adjusted``) and
+  Benjamini–Hochberg's (``bh_adjusted``) adjusted p-values decide the adjusted verdicts (the report's
+  ``index_rows``).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from lipgnn.results.verdict import DECISIVE as SCALE_DECISIVE
 from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, NOT_RUN, TIE, TOO_FEW_SEEDS, UNDER_BUDGET
 
 LEVEL = 0.95
@@ -64,6 +65,18 @@ class Interval:
         if se == 0.0:
             return 1.0 if self.mean == threshold else 0.0
         return float(2.0 * stats.t.sf(abs(self.mean - threshold) / se, self.n - 1))
+
+    def equivalence_p(self, band: float) -> float:
+        """p-value of the two one-sided tests of "|mean| ≥ ``band``" (TOST): the larger one-sided p; below
+        1 − LEVEL exactly when the (1 − 2(1 − LEVEL)) t-interval lies inside ± ``band``; NaN with n < 2."""
+        if self.n < 2 or not math.isfinite(self.lo):
+            return math.nan
+        se = (self.hi - self.lo) / 2.0 / float(stats.t.ppf(0.5 + LEVEL / 2, self.n - 1))
+        if se == 0.0:
+            return 0.0 if abs(self.mean) < band else 1.0
+        lower = float(stats.t.sf((self.mean + band) / se, self.n - 1))
+        upper = float(stats.t.cdf((self.mean - band) / se, self.n - 1))
+        return max(lower, upper)
 
 
 def t_interval(values: Iterable[float]) -> Interval:
@@ -136,16 +149,20 @@ def under_budget(runs: pd.DataFrame) -> bool:
 
 LEGEND = (f"Verdicts: intervals are two-sided {LEVEL:.0%} Student t-intervals over seeds (cells: of the mean; "
           "comparisons: of the paired per-seed difference, same seed = same split, erasure and init), in "
-          "percent points. A claim \"holds\" or \"does not hold\" only when the interval excludes the other side "
-          "of its threshold (0 unless the claim states a margin); \"tie\" when it straddles it; a claim of no "
-          "clear lead holds when the interval lies within its stated equivalence band. \"too few seeds\": a "
-          f"decisive verdict on fewer than {MIN_SEEDS} seeds, paired or not. \"under budget\": some runs are below "
-          "the declared epochs or the declared grid is not complete for the compared cells.")
+          "percent points. A comparison is judged against 0 and against the paper's own effect (docs/verdicts.md): "
+          "reproduces, smaller or larger than reported, not reproduced (the interval holds 0 and excludes the "
+          "paper's effect), reversed, inconclusive (it holds both); direction holds where the paper prints no "
+          "number; not comparable when both arms sit near the majority class or chance, or the runs were capped "
+          "under a tenth of the protocol's budget. A threshold claim holds or does not hold only when the interval "
+          "excludes the other side of its threshold; a claim of no clear lead holds when the interval lies within "
+          f"its stated equivalence band. \"too few seeds\": a decisive verdict on fewer than {MIN_SEEDS} seeds, "
+          "paired or not. \"under budget\": some runs are below the declared epochs or the declared grid is not "
+          "complete for the compared cells.")
 
 
 def seed_rule(verdict: str, n_seeds: int | None) -> str:
     """``TOO_FEW_SEEDS`` in place of "holds" / "does not hold" resting on fewer than ``MIN_SEEDS`` seeds."""
-    if verdict in (HOLDS, DOES_NOT_HOLD) and n_seeds is not None and n_seeds < MIN_SEEDS:
+    if (verdict in (HOLDS, DOES_NOT_HOLD) or verdict in SCALE_DECISIVE) and n_seeds is not None and n_seeds < MIN_SEEDS:
         return TOO_FEW_SEEDS
     return verdict
 
@@ -164,16 +181,8 @@ def holm_adjusted(p_values: Iterable[float]) -> list[float]:
     return out
 
 
-def holm(verdicts: list[str], p_values: list[float | None]) -> list[str]:
-    """The Holm verdict of each claim of one family: a decisive verdict with a p-value keeps itself when its Holm
-    adjusted p is below ``1 − LEVEL`` and becomes "tie" otherwise; claims without a p-value (not a paired test)
-    and undecided ones keep their verdict."""
-    tested = [i for i, p in enumerate(p_values) if p is not None and math.isfinite(p)]
-    adjusted = dict(zip(tested, holm_adjusted([p_values[i] for i in tested]), strict=True))
-    out = []
-    for i, verdict in enumerate(verdicts):
-        if i in adjusted and verdict in (HOLDS, DOES_NOT_HOLD) and adjusted[i] >= 1 - LEVEL:
-            out.append(TIE)
-        else:
-            out.append(verdict)
-    return out
+def bh_adjusted(p_values: Iterable[float]) -> list[float]:
+    """Benjamini–Hochberg adjusted p-values (false discovery rate), in the input order
+    (``scipy.stats.false_discovery_control``); empty in, empty out."""
+    ps = [float(p) for p in p_values]
+    return [float(q) for q in stats.false_discovery_control(ps, method="bh")] if ps else []

@@ -9,7 +9,9 @@ the committed reports:
   containing that fragment has in a claims block (the index's quotes, a paper part's claims table);
 - a dataset count (``of the three datasets``, ``on 5 datasets``) must be a denominator that the same file's
   blocks use (``k/5 datasets``);
-- prose saying that verdicts read "too few seeds" needs a claim with that verdict.
+- prose saying that verdicts read "too few seeds" needs a claim with that verdict;
+- prose calling a verdict a "tie" needs a claim with that verdict (the reproduction scale has none: undecided is
+  "inconclusive", docs/verdicts.md).
 
 Other numbers belong in the generated blocks.
 """
@@ -19,9 +21,17 @@ from __future__ import annotations
 import re
 
 _BLOCK = re.compile(r"<!--\s*auto:([\w.-]+)\s*-->.*?<!--\s*/auto:\1\s*-->", re.S)
-_CLAIM = re.compile(r"“([^”]+)”[^*\n]*?\*\*(holds in part|does not hold|holds|tie|too few seeds|under budget|"
-                    r"not run|cannot be judged)\*\*")
-_VERDICT_WORDS = re.compile(r"[\"“]([^\"”\n]{3,80})[\"”] (holds in part|does not hold|holds)\b", re.I)
+#: Every verdict a claims block can show: the reproduction scale (lipgnn.results.verdict) and the other shapes.
+VERDICT_WORDS = ("holds in part", "does not hold", "holds", "reproduces", "smaller than reported",
+                 "larger than reported", "not reproduced", "reversed", "inconclusive", "direction holds",
+                 "not comparable", "too few seeds", "under budget", "not run", "cannot be judged")
+_ALTERNATIVES = "|".join(sorted(VERDICT_WORDS, key=len, reverse=True))
+_CLAIM = re.compile(r"“([^”]+)”[^*\n]*?\*\*(" + _ALTERNATIVES + r")\*\*")
+_VERDICT_WORDS = re.compile(r"[\"“]([^\"”\n]{3,80})[\"”] (" + _ALTERNATIVES + r")\b", re.I)
+#: "tie" was the name of an undecided verdict; the scale calls it "inconclusive" (or "not reproduced" when the
+#: interval excludes the paper's effect), so prose still calling a verdict a tie is stale.
+_TIE = re.compile(r"\*\*(?:verdict: )?ties?\b|\b(?:a|is|are|was|were|all|still a|tie:)\s+ties?\b|: \*{0,2}ties?\b"
+                  r"|\bties? (?:on|at|over|with|in)\b(?! the paper)", re.I)
 _NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
             "ten": 10}
 _DATASETS = re.compile(r"\b(?:of|on|over) (?:the |all |all the )?(one|two|three|four|five|six|seven|eight|nine|"
@@ -50,6 +60,7 @@ def stale_prose(files: dict[str, str]) -> list[str]:
     contradicts their blocks (module docstring)."""
     claims = [c for text in files.values() for c in claim_verdicts(text)]
     any_too_few = any(v == "too few seeds" for _, v in claims)
+    any_tie = any(v == "tie" for _, v in claims)
     out = []
     for name, text in files.items():
         denominators = {int(d) for d in _DENOMINATOR.findall(blocks_text(text))}
@@ -67,4 +78,8 @@ def stale_prose(files: dict[str, str]) -> list[str]:
                                "datasets")
             if _TOO_FEW.search(line) and not any_too_few:
                 out.append(f"{name}: {_TOO_FEW.search(line).group(0)!r} — no claim reads too few seeds")
+            tie = _TIE.search(line)
+            if tie and not any_tie:
+                out.append(f"{name}: {line.strip()[:80]!r} — calls a verdict a tie; no claim reads tie (undecided "
+                           "reads inconclusive, and an interval that excludes the paper's effect not reproduced)")
     return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -73,12 +74,27 @@ def md_cell(text: str) -> str:
     return str(text).replace("|", "\\|")
 
 
+def effect_text(claim: Any) -> tuple[str, str]:
+    """(the paper's effect, ours with its interval) in points of a comparative claim (its ``scale``:
+    :class:`lipgnn.results.verdict.Scale`); ``direction`` when the paper prints no number, ``-`` without a scale."""
+    scale = getattr(claim, "scale", None)
+    if scale is None:
+        return "-", "-"
+    paper = "direction" if scale.paper is None else f"{100 * scale.paper:+.1f}"
+    effect = scale.effect
+    if effect.n == 0:
+        return paper, "-"
+    if not math.isfinite(effect.lo):
+        return paper, f"{100 * effect.mean:+.1f}"
+    return paper, f"{100 * effect.mean:+.1f} [{100 * effect.lo:+.1f}, {100 * effect.hi:+.1f}]"
+
+
 def claims_table(claims: list) -> str:
     """An artifact's verdict objects (:class:`lipgnn.results.verdict.Claim`) as a markdown table: the one
     renderer of an artifact's claims block in its paper's part (``lipgnn.results.report``)."""
     if not claims:
         return "no claims\n"
-    rows = [[f"“{md_cell(c.quote)}”", md_cell(c.section), f"**{c.verdict}**", md_cell(c.evidence), str(c.n_runs),
-             md_cell(getattr(c, "protocol", "") or "-")] for c in claims]
-    return "\n".join(md_table(["claim", "where", "verdict", "evidence", "runs", "our budget vs the paper's"],
-                              rows)) + "\n"
+    rows = [[f"“{md_cell(c.quote)}”", md_cell(c.section), *effect_text(c), f"**{c.verdict}**", md_cell(c.evidence),
+             str(c.n_runs), md_cell(getattr(c, "protocol", "") or "-")] for c in claims]
+    return "\n".join(md_table(["claim", "where", "paper's effect", "our effect", "verdict", "evidence", "runs",
+                               "our budget vs the paper's"], rows)) + "\n"

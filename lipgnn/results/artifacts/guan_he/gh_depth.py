@@ -19,8 +19,21 @@ from lipgnn.results.artifacts.guan_he._common import (
     paper_accuracy,
     table_files,
 )
+from lipgnn.results.floors import floor
+from lipgnn.results.paper_protocol import budget_fraction
+from lipgnn.results.reporting import test_id
 from lipgnn.results.stats import Interval, greater, paired_difference
-from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, NOT_RUN, TIE, TOO_FEW_SEEDS, UNDER_BUDGET, Claim
+from lipgnn.results.verdict import (
+    DOES_NOT_HOLD,
+    HOLDS,
+    NOT_RUN,
+    TIE,
+    TOO_FEW_SEEDS,
+    UNDER_BUDGET,
+    Claim,
+    Scale,
+    outcome,
+)
 
 #: How far (a fraction of accuracy) the deepest Pre-LN model's validation accuracy may sit below the 2-layer
 #: model's and still count as "no degradation" (§3.2): the paper's own Cora rows move by 1.5 points over depth.
@@ -79,12 +92,13 @@ def _cell(t: pd.DataFrame, arch: str, depth: int, col: str) -> float | None:
     return None if row.empty else float(row[col].iloc[0])
 
 
+def _rows(runs: pd.DataFrame, arch: str, depth: int) -> pd.DataFrame:
+    return runs[(runs["arch"] == arch) & (runs["dataset"] == "cora") & (runs["depth"].astype(int) == depth)]
+
+
 def _paired(runs: pd.DataFrame, arch_a: str, depth_a: int, arch_b: str, depth_b: int, split: str) -> Interval:
     """t-interval of ``a − b`` in best-epoch ``split`` accuracy on Cora, paired by seed (same split and init)."""
-    def rows(arch: str, depth: int) -> pd.DataFrame:
-        return runs[(runs["arch"] == arch) & (runs["dataset"] == "cora") & (runs["depth"].astype(int) == depth)]
-
-    return paired_difference(rows(arch_a, depth_a), rows(arch_b, depth_b), f"best_{split}")
+    return paired_difference(_rows(runs, arch_a, depth_a), _rows(runs, arch_b, depth_b), f"best_{split}")
 
 
 def _all_of(verdicts: list[str]) -> str:
@@ -99,8 +113,9 @@ def _all_of(verdicts: list[str]) -> str:
     return TIE
 
 
-def _judge(runs: pd.DataFrame) -> list[tuple[str, str]]:
-    """(verdict, evidence) of each claim in ``QUOTES`` from the completed runs of one training budget."""
+def _judge(runs: pd.DataFrame) -> list[tuple[str, str, Scale | None, pd.DataFrame | None]]:
+    """(verdict, evidence, scale, runs) of each claim in ``QUOTES`` from the completed runs of one training budget
+    (the scale: a comparison on the reproduction scale, and the runs it read; else None)."""
     t = _summarise(runs)
     depths = sorted(t["depth"].unique()) if not t.empty else []
     out = []
@@ -119,7 +134,7 @@ def _judge(runs: pd.DataFrame) -> list[tuple[str, str]]:
         evidence = ("Cora Pre-LN val " + ", ".join(f"{d} layers {v:.1f}" for d, v in pre)
                     + f" (paper 86.3 → 87.8 from 2 to 256 layers); {deep} − {shallow} layers {diff.text()} seeds "
                     f"(holds when above −{100 * DEGRADATION_MARGIN:.0f} points)")
-    out.append((verdict, evidence))
+    out.append((verdict, evidence, None, None))
 
     # §3.2, Post-LN collapses with depth (the paper's collapse is at 128-256 layers): from 128 layers on, judged
     # like the Pre-LN claim, mirrored. The deepest Post-LN model must sit more than DEGRADATION_MARGIN below the
@@ -138,12 +153,13 @@ def _judge(runs: pd.DataFrame) -> list[tuple[str, str]]:
         verdict = _all_of([greater(d, margin=DEGRADATION_MARGIN) for d in drops.values()])
         evidence += f"; {shallow} − {deep} layers: " + ", ".join(f"{s} {d.text()}" for s, d in drops.items()) + \
             f" seeds (holds when every split drops by more than {100 * DEGRADATION_MARGIN:.0f} points)"
-    out.append((verdict, evidence))
+    out.append((verdict, evidence, None, None))
 
     # §4.2: nonlocal keeps Post-LN trainable at depth; at equal learning rate and epochs, compare the two on the
     # paired per-seed train accuracy at every depth from 128 layers on (where the paper's contrast appears).
     pairs = [(d, _cell(t, "post", d, "ours_train"), _cell(t, "nonlocal", d, "ours_train")) for d in depths]
     pairs = [p for p in pairs if p[1] is not None and p[2] is not None]
+    scale, read = None, None
     if not pairs:
         verdict, evidence = NOT_RUN, "no depth with both Post-LN and nonlocal runs"
     else:
@@ -155,10 +171,22 @@ def _judge(runs: pd.DataFrame) -> list[tuple[str, str]]:
             verdict = UNDER_BUDGET
         else:
             leads = {d: _paired(runs, "nonlocal", d, "post", d, "train") for d in deep_pairs}
-            verdict = _all_of([greater(diff) for diff in leads.values()])
             evidence += "; nonlocal − Post-LN " + ", ".join(f"at {d} layers {diff.text()}" for d, diff in
                                                            leads.items()) + " seeds"
-    out.append((verdict, evidence))
+            # Judged on the reproduction scale at the deepest pair, against the paper's own gap there.
+            deep = max(deep_pairs)
+            arms = (_cell(t, "nonlocal", deep, "ours_train"), _cell(t, "post", deep, "ours_train"))
+            paper = [paper_accuracy(a, "cora", deep, "train") for a in ("nonlocal", "post")]
+            effect = (paper[0] - paper[1]) / 100.0 if None not in paper else None
+            compared = (_rows(runs, "nonlocal", deep), _rows(runs, "post", deep))
+            # A random 60/20/20 split: its floor is the whole graph's majority share.
+            result = outcome(leads[deep], effect, arms=(arms[0] / 100.0, arms[1] / 100.0), floor=floor("cora", "all"),
+                             budget=budget_fraction(*compared, artifact="gh_depth"))
+            verdict = result.label
+            evidence += f"; at {deep} layers: {result.reason}"
+            scale = Scale(leads[deep], effect, result, test_id(*compared, "best_train"))
+            read = pd.concat(compared, ignore_index=True)
+    out.append((verdict, evidence, scale, read))
     return out
 
 
@@ -183,12 +211,14 @@ def claims(frame: pd.DataFrame) -> list[Claim]:
     out = []
     for i, (section, quote) in enumerate(QUOTES):
         chosen = next((e for e in judged if judged[e][i][0] not in UNJUDGED), next(iter(judged)))
-        verdict, evidence = judged[chosen][i]
+        verdict, evidence, scale, read = judged[chosen][i]
         if len(judged) > 1:
             evidence = f"at {chosen} epochs: {evidence}; " + "; ".join(
                 f"at {e} epochs: {judged[e][i][0]}" for e in judged if e != chosen)
         n = int((runs["epochs"] == chosen).sum()) if len(runs) else 0
-        out.append(Claim(PAPER, section, quote, verdict, evidence, n, "gh_depth"))
+        out.append(Claim(PAPER, section, quote, verdict, evidence, n, "gh_depth", scale=scale,
+                         p_value=scale.outcome.p_value if scale is not None else None,
+                         runs=read))
     return out
 
 

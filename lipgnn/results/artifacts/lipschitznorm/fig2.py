@@ -203,7 +203,7 @@ def report(df: pd.DataFrame) -> dict[str, str]:
 
 def claims(df: pd.DataFrame) -> list[Claim]:
     return [Claim("lipschitznorm", SECTION, QUOTE, f.verdict, f.reason, f.n_runs, "#claim-gradients",
-                  p_value=f.p_value, n_seeds=f.n_seeds, dirty=f.dirty)
+                  p_value=f.p_value, n_seeds=f.n_seeds, dirty=f.dirty, scale=f.scale, runs=f.runs)
             for f in _block(df)[1]]
 
 

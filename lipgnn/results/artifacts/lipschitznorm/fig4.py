@@ -21,7 +21,7 @@ from lipgnn.results.grid import declared_sweeps, point_keys
 from lipgnn.results.labels import NOT_RUN_BUDGET
 from lipgnn.results.protocol import depths, full_grid_size, is_partial, with_selected_metrics
 from lipgnn.results.render.text import fmt_value, md_table, pct
-from lipgnn.results.reporting import LEGEND, Finding, Findings, depth_rows, pair_finding, runs_line
+from lipgnn.results.reporting import LEGEND, Finding, Findings, depth_rows, dirty_ids, on_scale, pair_finding, runs_line
 from lipgnn.results.stats import LEGEND as VERDICT_LEGEND
 from lipgnn.results.stats import greater, paired_difference, under_budget, with_budget
 from lipgnn.results.verdict import CANNOT_JUDGE, Claim
@@ -146,7 +146,7 @@ def _budget_block(df: pd.DataFrame, runs: pd.DataFrame, epochs: float, found: Fi
     rows, results = depth_rows(runs, VARIANTS, full)
     lines += md_table(["depth", f"GAT ({label})", f"GAT-Lip ({label})"], rows)
     lines += ["", found.add(pair_finding(f"PubMed 100%, {label}", results, "GAT-Lip", "GAT", "test accuracy",
-                                         full=full))]
+                                         full=full, runs=runs))]
     lip = {d: s for d, s in results.get("GAT-Lip", {}).items() if s is not None}
     name = f"PubMed 100%, {label}, GAT-Lip improves with depth"
     if len(lip) >= 2:
@@ -154,10 +154,14 @@ def _budget_block(df: pd.DataFrame, runs: pd.DataFrame, epochs: float, found: Fi
         diff = paired_difference(lip[hi].runs, lip[lo].runs)
         best_depth = max(lip, key=lambda d: (lip[d].mean, -d))
         budget = any(under_budget(lip[d].runs) or is_partial(lip[d].n_point_runs, full("GAT-Lip", d)) for d in (lo, hi))
-        lines.append(found.line(name, with_budget(greater(diff), budget),
-                                f"{pct(lip[lo].mean)} at {lo} layers vs {pct(lip[hi].mean)} at {hi} layers; paired "
-                                f"difference {diff.text()} points; best at {best_depth} layers.",
-                                lip[hi].n_runs + lip[lo].n_runs))
+        trend = Finding(name, with_budget(greater(diff), budget),
+                        f"{pct(lip[lo].mean)} at {lo} layers vs {pct(lip[hi].mean)} at {hi} layers; paired "
+                        f"difference {diff.text()} points; best at {best_depth} layers.",
+                        lip[hi].n_runs + lip[lo].n_runs, diff.p_value(), diff.n,
+                        dirty_ids(lip[hi].runs, lip[lo].runs),
+                        runs=runs[(runs["variant"] == "GAT-Lip") & runs["depth"].astype(float).isin((lo, hi))])
+        lines.append(found.add(on_scale(trend, diff, None, lip[hi].runs, lip[lo].runs,
+                                        (lip[hi].mean, lip[lo].mean))))
     else:
         lines.append(found.line(name, CANNOT_JUDGE, "fewer than two depths with a GAT-Lip result."))
     return lines + [""]
@@ -204,7 +208,7 @@ def report(df: pd.DataFrame) -> dict[str, str]:
 def claims(df: pd.DataFrame) -> list[Claim]:
     return [Claim("lipschitznorm", SECTION, f"{QUOTE} — {f.label}" if f.label else QUOTE, f.verdict, f.reason,
                   f.n_runs, "#claim-fig4", p_value=f.p_value, n_seeds=f.n_seeds,
-                  dirty=f.dirty) for f in _block(df)[1]]
+                  dirty=f.dirty, scale=f.scale, runs=f.runs) for f in _block(df)[1]]
 
 
 ARTIFACT = Artifact(name="fig4", paper="lipschitznorm", title="Fig. 4: PubMed 100%, accuracy vs depth",

@@ -5,6 +5,7 @@ The report block of the depth claim (Figs. 3 and 6) reads Fig. 3's records too.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -127,16 +128,22 @@ def _of(df: pd.DataFrame, experiment: str) -> pd.DataFrame:
 
 
 def _near_best_bar(results: dict[int, Selection | None]) -> Bar | None:
-    """Fig. 6's "stays near the state of the art": within NEAR_BEST of the variant's best depth."""
+    """Fig. 6's "stays near the state of the art": within NEAR_BEST of the variant's test metric at its best
+    depth by validation."""
     chosen = {depth: sel for depth, sel in results.items() if sel is not None}
     if not chosen:
         return None
-    best = max(chosen, key=lambda depth: chosen[depth].mean)
+    # The best depth is chosen on validation, never on the test metric the bar is then read from.
+    best = max(chosen, key=lambda depth: (_finite(chosen[depth].val_mean), -depth))
     mean = chosen[best].mean
     return Bar(mean - NEAR_BEST,
-               f"{pct(mean - NEAR_BEST)} ({pct(NEAR_BEST)} points under its best depth, "
-               f"{best} layers: {pct(mean)}; our reading of 'near the state of the art')",
+               f"{pct(mean - NEAR_BEST)} ({pct(NEAR_BEST)} points under its test {pct(mean)} at its best depth "
+               f"by validation, {best} layers; our reading of 'near the state of the art')",
                best, chosen[best].n_point_runs)
+
+
+def _finite(value: float) -> float:
+    return value if math.isfinite(value) else -math.inf
 
 
 def _block(df: pd.DataFrame) -> tuple[str, list[Finding]]:
@@ -171,7 +178,8 @@ def _block(df: pd.DataFrame) -> tuple[str, list[Finding]]:
         # A mean of exactly 90% can come out as 0.8999…: the bar sits just under it.
         bar = Bar(TRAINS_PROPERLY - 1e-9, f"{pct(TRAINS_PROPERLY)}% (our reading of 'trains properly')")
         lines += ["", found.add(pair_finding(f"Fig. 3 {dataset_name(dataset)}", results, "GAT-Lip", "GAT",
-                                              "best train accuracy", bar, full3, value="max_train")), ""]
+                                              "best train accuracy", bar, full3, value="max_train", runs=here)),
+                  ""]
     df6 = _of(df, "fig6")
     runs6 = with_selected_metrics(df6)
     lines += ["", "**Fig. 6** — " + runs_line(df6, "fig6"), ""]
@@ -190,10 +198,11 @@ def _block(df: pd.DataFrame) -> tuple[str, list[Finding]]:
         lines += [f"Selected test {metric} (%) on {dataset_name(dataset)} by depth:", ""]
         lines += md_table(["depth"] + variants, rows)
         lines += [""] + [found.add(pair_finding(f"Fig. 6 {dataset_name(dataset)}", results, lip, plain,
-                                                 f"test {metric}", _near_best_bar(results.get(lip, {})), full6))
+                                                 f"test {metric}", _near_best_bar(results.get(lip, {})), full6,
+                                                 runs=here))
                          for lip, plain in PAIRS]
         lines += [found.add(pair_finding(f"Fig. 6 {dataset_name(dataset)}", results, lip, other, f"test {metric}",
-                                         full=full6))
+                                         full=full6, runs=here))
                   for lip, other in NORM_PAIRS] + [""]
     lines += [LEGEND, "", VERDICT_LEGEND]
     return "\n".join(lines), found
@@ -205,7 +214,7 @@ def report(df: pd.DataFrame) -> dict[str, str]:
 
 def claims(df: pd.DataFrame) -> list[Claim]:
     return [Claim("lipschitznorm", *_quote(f.label), f.verdict, f.reason, f.n_runs, "#claim-depth",
-                  p_value=f.p_value, n_seeds=f.n_seeds, dirty=f.dirty)
+                  p_value=f.p_value, n_seeds=f.n_seeds, dirty=f.dirty, scale=f.scale, runs=f.runs)
             for f in _block(df)[1]]
 
 

@@ -135,7 +135,7 @@ def report(df: pd.DataFrame) -> dict[str, str]:
 def claims(df: pd.DataFrame) -> list[Claim]:
     return [Claim("lipschitznorm", SECTION, f"{QUOTE} — {f.label}" if f.label else QUOTE, f.verdict, f.reason,
                   f.n_runs, "#check-gt-protocol", p_value=f.p_value, n_seeds=f.n_seeds,
-                  dirty=f.dirty) for f in _block(df)[1]]
+                  dirty=f.dirty, scale=f.scale, runs=f.runs) for f in _block(df)[1]]
 
 
 ARTIFACT = Artifact(name="fig6_protocol", paper="lipschitznorm", title="Check: deep GT under the authors' protocol",

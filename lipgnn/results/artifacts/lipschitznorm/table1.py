@@ -11,8 +11,19 @@ import pandas as pd
 from lipgnn.results.artifact import Artifact
 from lipgnn.results.paper_table import PaperValue, TableSpec, build_cells, table_outputs
 from lipgnn.results.paper_table import paper_value as _v
-from lipgnn.results.reporting import Finding, cell_comparison, lead_findings
-from lipgnn.results.verdict import CANNOT_JUDGE, DOES_NOT_HOLD, HOLDS, NOT_RUN, TIE, TOO_FEW_SEEDS, UNDER_BUDGET, Claim
+from lipgnn.results.reporting import Finding, cell_comparison, lead_findings, paper_effect
+from lipgnn.results.verdict import (
+    DOES_NOT_HOLD,
+    HOLDS,
+    NOT_COMPARABLE,
+    NOT_RUN,
+    REVERSED,
+    RIGHT_SIGN,
+    TIE,
+    TOO_FEW_SEEDS,
+    UNDER_BUDGET,
+    Claim,
+)
 
 COLUMNS: tuple[tuple[str, int], ...] = (
     ("cora", 0), ("cora", 100), ("citeseer", 0), ("citeseer", 100), ("pubmed", 0), ("pubmed", 100),
@@ -68,15 +79,15 @@ def findings(df: pd.DataFrame) -> list[tuple[str, Finding]]:
     """(quote, finding) pairs: GAT-Lip leads each column; the 4-of-6 count; GAT-Lip beats GAT-Pn per column."""
     cells = _cells(df)
     leads = lead_findings(SPEC, cells, list(SPEC.columns))
-    count = sum(f.verdict == HOLDS for f in leads)
-    refuted = sum(f.verdict == DOES_NOT_HOLD for f in leads)
+    count = sum(f.verdict in RIGHT_SIGN for f in leads)
+    refuted = sum(f.verdict == REVERSED for f in leads)
     if count >= LEADS_NEEDED:
         overall = HOLDS
     elif len(leads) - refuted < LEADS_NEEDED:
         overall = DOES_NOT_HOLD
     else:  # undecided columns could still make it: the weakest reason among them is the verdict
-        pending = [f.verdict for f in leads if f.verdict not in (HOLDS, DOES_NOT_HOLD)]
-        overall = next((v for v in (NOT_RUN, UNDER_BUDGET, TOO_FEW_SEEDS, TIE) if v in pending), CANNOT_JUDGE)
+        pending = [f.verdict for f in leads if f.verdict not in (*RIGHT_SIGN, REVERSED)]
+        overall = next((v for v in (NOT_RUN, UNDER_BUDGET, NOT_COMPARABLE, TOO_FEW_SEEDS) if v in pending), TIE)
     out = [(QUOTE_LEADS, f) for f in leads]
     out.append((QUOTE_LEADS, Finding(f"GAT-Lip leads in at least {LEADS_NEEDED} of {len(leads)} columns", overall,
                                      f"leads shown in {count}, refuted in {refuted} of {len(leads)} columns.",
@@ -84,8 +95,9 @@ def findings(df: pd.DataFrame) -> list[tuple[str, Finding]]:
     by = {(c.row, c.column): c for c in cells}
     for column in SPEC.columns:
         label = SPEC.column_label(column)
-        out.append((QUOTE_PAIRNORM, cell_comparison(f"{label}, GAT-Lip vs GAT-Pn", by[("GAT-Lip", label)],
-                                                    by[("GAT-Pn", label)])))
+        lip, pn = by[("GAT-Lip", label)], by[("GAT-Pn", label)]
+        out.append((QUOTE_PAIRNORM, cell_comparison(f"{label}, GAT-Lip vs GAT-Pn", lip, pn,
+                                                    paper=paper_effect(lip, pn))))
     return out
 
 
@@ -96,7 +108,7 @@ def table(df: pd.DataFrame) -> dict[str, str]:
 def claims(df: pd.DataFrame) -> list[Claim]:
     return [Claim("lipschitznorm", SECTION, f"{quote} — {f.label}", f.verdict, f.reason, f.n_runs,
                   "#claim-missing-vector", p_value=f.p_value, n_seeds=f.n_seeds,
-                  dirty=f.dirty) for quote, f in findings(df)]
+                  dirty=f.dirty, scale=f.scale, runs=f.runs) for quote, f in findings(df)]
 
 
 ARTIFACT = Artifact(name="table1", paper="lipschitznorm", title="Table 1: the missing-vector setting",

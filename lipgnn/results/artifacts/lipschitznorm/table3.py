@@ -26,10 +26,13 @@ from lipgnn.results.render.text import pct
 from lipgnn.results.reporting import (
     LEGEND,
     Finding,
+    both,
     cells_table,
     datasets,
     dirty_ids,
     lr_text,
+    on_scale,
+    paper_effect,
     partial_note,
     runs_line,
 )
@@ -90,8 +93,8 @@ def table(df: pd.DataFrame) -> dict[str, str]:
 
 
 def compare(label: str, a: Cell, b: Cell) -> Finding:
-    """``a`` vs ``b`` (two cells, their selected configurations paired by seed) by ``_spread.rank``: "holds"
-    when a is above b by more than the seed spread, "does not hold" when below, "tie" within it; partial or
+    """``a`` vs ``b`` (two cells, their selected configurations paired by seed) by ``_spread.rank``, then on the
+    reproduction scale against the paper's a − b in the same column (``reporting.on_scale``); partial or
     under-budget cells make it "under budget"."""
     if a.state != "ok" or b.state != "ok":
         missing = [f"{c.row} {c.state}" for c in (a, b) if c.state != "ok"]
@@ -101,9 +104,11 @@ def compare(label: str, a: Cell, b: Cell) -> Finding:
     budget = a.under_budget or b.under_budget or bool(a.partial) or bool(b.partial)
     evidence = (f"{a.row} {cell_spread(a)} vs {b.row} {cell_spread(b)}; {ranking.text()}; "
                 f"{relation(ranking, a.row, b.row)}" + ("; partial or under-budget cells" if budget else "") + ".")
-    return Finding(label, with_budget(ranking.verdict, budget), evidence, a.n_runs + b.n_runs,
-                   ranking.diff.p_value() if ranking.diff.n >= MIN_SEEDS else None, ranking.diff.n,
-                   dirty_ids(a.all_runs, b.all_runs))
+    found = Finding(label, with_budget(ranking.verdict, budget), evidence, a.n_runs + b.n_runs,
+                    ranking.diff.p_value() if ranking.diff.n >= MIN_SEEDS else None, ranking.diff.n,
+                    dirty_ids(a.all_runs, b.all_runs), runs=both(a.all_runs, b.all_runs))
+    return on_scale(found, ranking.diff, paper_effect(a, b), a.runs, b.runs,
+                    (a.ours_mean / 100.0, b.ours_mean / 100.0))
 
 
 SPREAD_RULE = ("a lead needs the paired 95% t-interval above 0 with at least 3 paired seeds; with 2 seeds a paired "
@@ -148,7 +153,7 @@ def summary(df: pd.DataFrame, cells: list[Cell]) -> list[str]:
     found = findings(df)
     by = {f.label: f for _, f in found}
     lines = ["**Summary (generated from the records).** The 30-layer headline (paper: GAT-Lip far above GAT), "
-             "mean ± std (n seeds) and the seed-spread verdict:"]
+             "mean ± std (n seeds) and the outcome on the reproduction scale (docs/verdicts.md):"]
     for dataset in ("cora", "pubmed"):
         label = SPEC.column_label((dataset, 30))
         here = {c.row: c for c in cells if c.column == label}
@@ -199,7 +204,7 @@ def findings(df: pd.DataFrame) -> list[tuple[str, Finding]]:
 
 def claims(df: pd.DataFrame) -> list[Claim]:
     return [Claim("lipschitznorm", SECTION, f"{quote} — {f.label}", f.verdict, f.reason, f.n_runs, "#claim-residual",
-                  p_value=f.p_value, n_seeds=f.n_seeds, dirty=f.dirty)
+                  p_value=f.p_value, n_seeds=f.n_seeds, dirty=f.dirty, scale=f.scale, runs=f.runs)
             for quote, f in findings(df)]
 
 
