@@ -17,8 +17,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from lipgnn.identity import RENAMED, run_id
-from lipgnn.results.store import read_record, record_paths
 from lipgnn.runs import import_record
+from lipgnn.store import read_record, record_paths
 
 
 def _rename_keys(config: dict) -> bool:

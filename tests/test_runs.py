@@ -35,9 +35,9 @@ def test_each_experiment_declares_its_kind(experiment: str) -> None:
 
 
 def test_exactly_one_module_writes_run_records() -> None:
-    """write_record / write_failure_record (lipgnn.results.store) are called by the run layer only; the W&B pull and
+    """write_record / write_failure_record (lipgnn.store) are called by the run layer only; the W&B pull and
     the id migration, which copy existing records, write through its import_record (the same lock and writer)."""
-    tools = {"lipgnn/results/store.py"}
+    tools = {"lipgnn/store/__init__.py"}
     callers = set()
     for path in [*sorted((ROOT / "lipgnn").rglob("*.py")), *sorted((ROOT / "scripts").glob("*.py")), ROOT / "train.py"]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -67,7 +67,7 @@ def test_a_unit_is_skipped_when_done_and_locked_while_running(tmp_path: Path) ->
     first = run(cfg)
     assert first["run_id"] == job_id(cfg) and first["config"]["batch"] == 4 and len(first["diagnostics"]["errors"]) == 3
     assert run(cfg)["skipped"] is True
-    from lipgnn.results.store import lock_file
+    from lipgnn.store import lock_file
 
     again = compose([*CHEAP_KIM, f"results_dir={tmp_path}", "overwrite=true"])
     with FileLock(lock_file(tmp_path, "kim_invertibility", job_id(cfg))), \
@@ -243,8 +243,8 @@ def test_the_layer_converts_the_config_once_and_passes_the_types_down(tmp_path: 
 def test_an_imported_record_waits_for_no_running_job(tmp_path: Path) -> None:
     """A record tool (the W&B pull, the id migration) writes through the run id's lock: never beside a job of that
     id that is running, and atomically otherwise."""
-    from lipgnn.results.store import lock_file, read_record, run_record_path
     from lipgnn.runs import import_record
+    from lipgnn.store import lock_file, read_record, run_record_path
 
     record = {"run_id": "gcn-none-cora-L2-s0-0123456789", "experiment": "unit", "status": "completed"}
     with FileLock(lock_file(tmp_path, "unit", record["run_id"])), \

@@ -13,7 +13,7 @@ import torch
 from omegaconf import OmegaConf
 
 from lipgnn.errors import ConfigError, LipgnnError
-from lipgnn.train.checkpoint import InvalidCheckpoint, load_weights
+from lipgnn.store.checkpoint import InvalidCheckpoint, load_weights
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

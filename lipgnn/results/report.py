@@ -42,8 +42,8 @@ from lipgnn.results.render.text import claims_table, md_cell, md_table
 from lipgnn.results.reporting import dirty_ids, short_commit, summary
 from lipgnn.results.stats import LEGEND as STATS_LEGEND
 from lipgnn.results.stats import MIN_SEEDS, holm, seed_rule
-from lipgnn.results.store import _atomic_write_text, record_paths
 from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, Claim
+from lipgnn.store import _atomic_write_text, record_paths
 
 log = logging.getLogger("lipgnn.results")
 

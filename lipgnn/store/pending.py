@@ -1,11 +1,11 @@
 """Finished results whose record could not be written (a full disk, a vanished folder), kept for a rerun.
 
-When :func:`lipgnn.results.store.write_record` fails at the end of a run, the record's exact bytes are kept in the
+When :func:`lipgnn.store.write_record` fails at the end of a run, the record's exact bytes are kept in the
 first place that accepts them: beside the run's checkpoint (same file system, usually the one that is full),
 then the temp folder, then the user's cache. Rerunning the same command finds the kept record, writes it to its
 place in ``results_dir`` and deletes the kept copy: nothing is trained again. If no place accepts it, the record
 is printed to stderr as the last copy. The kept files are JSON run records: they are read with
-:func:`lipgnn.results.store.read_record`, never unpickled.
+:func:`lipgnn.store.read_record`, never unpickled.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ __all__ = ["drop", "keep", "places", "take"]
 
 def places(cfg: DictConfig, run_id: str) -> list[Path]:
     """Where a run's record is kept when it cannot be written, in the order tried."""
-    from lipgnn.results.store import checkpoint_file
+    from lipgnn.store import checkpoint_file
 
     results_dir, experiment = str(cfg.results_dir), str(cfg.experiment_name)
     # Outside results_dir the folder is keyed by it, so two results folders never share a kept record.
@@ -38,7 +38,7 @@ def places(cfg: DictConfig, run_id: str) -> list[Path]:
 
 def keep(cfg: DictConfig, record: dict[str, Any], error: OSError) -> str:
     """Keep ``record`` in the first place that takes it; return the one line to print."""
-    from lipgnn.results.store import _atomic_write_text, record_text, run_record_path
+    from lipgnn.store import _atomic_write_text, record_text, run_record_path
 
     target = run_record_path(cfg.results_dir, str(cfg.experiment_name), record["run_id"])
     problem = f"the record of {record['run_id']} could not be written to {target} ({error.strerror or error})"
@@ -57,7 +57,7 @@ def keep(cfg: DictConfig, record: dict[str, Any], error: OSError) -> str:
 
 def take(cfg: DictConfig, run_id: str) -> dict[str, Any] | None:
     """A record kept by an earlier run of ``run_id`` (``_kept_at`` added), or None."""
-    from lipgnn.results.store import read_record
+    from lipgnn.store import read_record
 
     for place in places(cfg, run_id):
         if place.is_file():

@@ -1,4 +1,10 @@
-"""Run records: one JSON file per run under ``results_dir/runs/<experiment>/<run_id>.json``.
+"""The record store: run records, their paths, and where checkpoints, locks and quarantined files live.
+
+The layer below the trainer and the run layer; it imports only the config and the run identity. Here: writing
+and reading run records and their paths; ``records``: the record's typed columns and cell key; ``checkpoint``:
+the checkpoint file format; ``pending``: records that could not be written, kept for a rerun.
+
+Run records: one JSON file per run under ``results_dir/runs/<experiment>/<run_id>.json``.
 
 The record is the only thing tables and figures read (see docs/ARCHITECTURE.md for the schema). Writes are
 atomic: the JSON goes to a uniquely named hidden temp file in the destination folder, is fsync'ed, then
@@ -24,7 +30,7 @@ from pathlib import Path
 import pandas as pd
 
 from lipgnn.errors import ConfigError
-from lipgnn.results.records import (
+from lipgnn.store.records import (
     COLUMNS,
     RECORD_COLUMNS,
     config_key,
@@ -34,7 +40,7 @@ from lipgnn.results.records import (
     variant_label,
 )
 
-log = logging.getLogger("lipgnn.results")
+log = logging.getLogger("lipgnn.store")
 
 SCHEMA_VERSION = 1
 STATUSES = ("completed", "diverged", "failed")
@@ -57,7 +63,7 @@ def run_record_path(results_dir: str | os.PathLike, experiment: str, run_id: str
 
 def checkpoint_file(results_dir: str | os.PathLike, experiment: str, run_id: str) -> Path:
     """``results_dir/checkpoints/<experiment>/<run_id>/checkpoint.ckpt``: where an unfinished run keeps its state
-    (:mod:`lipgnn.train.checkpoint`)."""
+    (:mod:`lipgnn.store.checkpoint`)."""
     return Path(results_dir) / "checkpoints" / str(experiment) / run_id / "checkpoint.ckpt"
 
 
