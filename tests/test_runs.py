@@ -151,6 +151,7 @@ def _close(new: Any, old: Any, where: str = "") -> None:
 @pytest.mark.parametrize(("experiment", "overrides", "keys"), [
     ("gh_energy", ["dataset=cora", "depth=2", "seed=0", "variant=san_preln", "model.init=xavier"], ("diagnostics",)),
     ("kim_bounds", ["kim.unit=pinf-n100", "seed=0"], ("diagnostics",)),
+    ("lip_estimates", ["budget=cpu", "kim.unit=gat_lip-L2", "seed=0"], ("diagnostics",)),
     ("gh_depth", ["budget=cpu", "dataset=cora", "depth=2", "seed=0", "variant=san_preln", "log.progress=false"],
      ("history", "best", "last", "epochs_run", "diagnostics")),
 ])

@@ -90,16 +90,17 @@ def _prepare(items: Sequence[str]) -> tuple[nn.Module, Any, str]:
     from lipgnn.config import compose
     from lipgnn.data import load
     from lipgnn.models import build_model
+    from lipgnn.seeding import seed_run
 
     factory_target = items[0] if items and ":" in items[0] and "=" not in items[0] else None
     overrides = list(items[1:] if factory_target else items)
     if factory_target is None and not any(o.startswith("model.impl=") for o in overrides):
         overrides.append("model.impl=pyg")
     cfg = compose(overrides)
-    torch.manual_seed(int(cfg.seed))
+    seed_run(int(cfg.seed))
     task = load(cfg.dataset, int(cfg.seed))
     data = next(iter(task.eval_batches()))
-    torch.manual_seed(int(cfg.seed))
+    seed_run(int(cfg.seed))
     if factory_target is not None:
         factory = load_factory(factory_target)
         model = build_from_factory(factory, int(task.spec.num_features), int(task.spec.num_classes), factory_target)

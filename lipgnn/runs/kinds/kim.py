@@ -273,16 +273,12 @@ def lip_estimates(b: dict[str, Any], name: str, budget: str, seed: int) -> Unit:
               "depth": depth, "steps": b["steps"], "power_iters": b["power_iters"], "run": run_cfg}
 
     def compute() -> dict[str, Any]:
-        from torch_geometric import seed_everything
-
-        from lipgnn.data import load
+        from lipgnn.config import validate
         from lipgnn.lipschitz.layers import estimate_layers
-        from lipgnn.models import build_model
+        from lipgnn.seeding import start
         from lipgnn.train.trainer import Trainer
 
-        task = load(cfg.dataset, seed)
-        seed_everything(seed)
-        model = build_model(cfg.model, cfg.norm, task.spec, depth)
+        model, task = start(validate(cfg))
         batch = next(iter(task.eval_batches()))
         args = (batch.x, batch.edge_index, getattr(batch, "edge_attr", None))
         kwargs = {"steps": b["steps"], "power_iters": b["power_iters"], "seed": seed}
