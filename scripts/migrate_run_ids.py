@@ -43,9 +43,9 @@ OWN_RUNNER_EXPERIMENTS = frozenset({"gh_depth", "kim_bounds", "kim_divergence", 
 def _energy_run_id(config: dict) -> str:
     from omegaconf import OmegaConf
 
-    from lipgnn.runs.kinds.energy import energy_options
+    from lipgnn.runs.kinds.energy import energy_id, energy_options
 
-    return run_id(config, energy=energy_options(OmegaConf.create(config)))
+    return energy_id(config, energy_options(OmegaConf.create(config)))
 
 
 # Job kinds whose ids are the training identity plus their own options: migrated with the kind's id function,

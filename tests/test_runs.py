@@ -48,6 +48,21 @@ def test_exactly_one_module_writes_run_records() -> None:
     assert callers - tools == {"lipgnn/runs/layer.py"}
 
 
+def test_no_kind_branches_on_an_experiment_name() -> None:
+    """A kind is plumbing: what an experiment computes registers itself where its science lives
+    (lipgnn.lipschitz.experiments for the kim kind), so no module of the run layer names an experiment (a kind may
+    share its own name with one)."""
+    from lipgnn.runs.registry import KINDS
+
+    job_kind("training")  # registers the suite's kinds
+    experiments = {path.stem for path in (ROOT / "conf" / "experiment").glob("*.yaml")} - set(KINDS)
+    assert {"kim_bounds", "lip_estimates", "gh_energy"} <= experiments
+    for path in sorted((ROOT / "lipgnn" / "runs").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        named = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)} & experiments
+        assert not named, f"{path.relative_to(ROOT)} names the experiment(s) {sorted(named)}"
+
+
 def test_an_unknown_kind_is_one_line() -> None:
     with pytest.raises(ConfigError, match=r"^kind=nope is not a job kind; use one of: energy, gh_depth, kim, "
                                           r"training$"):

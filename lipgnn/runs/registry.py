@@ -4,8 +4,9 @@ A kind is a :class:`JobKind` subclass decorated with :func:`register_job_kind`. 
 (:mod:`lipgnn.runs.layer`) does everything around it; a kind supplies only
 
 * :meth:`JobKind.compute`: the record's fields beyond the common ones (status, numbers, diagnostics);
-* where its records differ from a training run's: its id (:meth:`JobKind.run_id`, always through
-  :func:`lipgnn.identity.run_id`), the config its record stores (:meth:`JobKind.record_config`), its own
+* where its records differ from a training run's: its id (:meth:`JobKind.run_id`: the kind owns its format, built
+  on :func:`lipgnn.identity.identity_config` so that a key that does not change the numbers never changes an id),
+  the config its record stores (:meth:`JobKind.record_config`), its own
   checks (:meth:`JobKind.validate`), whether it resumes through checkpoints (:attr:`JobKind.checkpoints`),
   and the line printed when it finishes (:meth:`JobKind.summary`).
 """

@@ -14,7 +14,7 @@ Nothing is trained (``train.epochs`` is not read). A job is a cheap unit: a reru
 
 Options of the measurement live in the config's ``energy`` node (set by ``conf/experiment/gh_energy.yaml``;
 absent → defaults): ``energy.features`` = ``raw`` (the loaders' features) | ``row`` (row-normalised, PyG's
-``NormalizeFeatures``); they are part of the run id (:func:`lipgnn.identity.run_id` with ``energy=``). The
+``NormalizeFeatures``); they are part of the run id (:func:`energy_id`). The
 weight initialisation is the model's own ``model.init`` where the model has it.
 
     python train.py -m experiment=gh_energy budget=cpu
@@ -33,6 +33,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from lipgnn.errors import ConfigError
+from lipgnn.identity import identity_config, loose_digest, plain
 from lipgnn.runs.registry import Job, JobKind, register_job_kind
 
 FEATURES: tuple[str, ...] = ("raw", "row")
@@ -55,6 +56,26 @@ def energy_options(cfg: DictConfig) -> dict[str, Any]:
     if options["features"] not in FEATURES:
         raise ConfigError(f"energy.features={options['features']!r} is unknown; use raw or row (row-normalised)")
     return options
+
+
+def energy_id(cfg: DictConfig | Mapping[str, Any], options: Mapping[str, Any]) -> str:
+    """An energy measurement's record id: model, layer norm, nonlocal, norm, init, dataset, features, depth, seed +
+    hash of the training identity (:func:`lipgnn.identity.identity_config`) and the validated ``options``."""
+    tree = plain(cfg)
+    model, dataset = tree.get("model", {}), tree.get("dataset", {})
+    parts = [str(model.get("name"))]
+    if model.get("layer_norm", "none") != "none":
+        parts.append(f"{model['layer_norm']}ln")
+    if model.get("nonlocal"):
+        parts.append("nl")
+    if tree["norm"]["name"] != "none":
+        parts.append(str(tree["norm"]["name"]))
+    if model.get("init"):
+        parts.append(str(model["init"]))
+    hashed = {**identity_config(tree), "energy": dict(options)}
+    parts += [str(dataset.get("name")), str(options["features"]), f"L{tree.get('depth')}", f"s{tree.get('seed')}",
+              loose_digest(hashed)]
+    return "-".join(parts)
 
 
 def build_untrained(cfg: DictConfig, settings: Any = None) -> tuple[torch.nn.Module, Any]:
@@ -88,9 +109,7 @@ class Energy(JobKind):
         energy_options(cfg)
 
     def run_id(self, cfg: DictConfig) -> str:
-        from lipgnn.identity import run_id
-
-        return run_id(cfg, energy=energy_options(cfg))
+        return energy_id(cfg, energy_options(cfg))
 
     def record_config(self, cfg: DictConfig) -> dict[str, Any]:
         return {**super().record_config(cfg), "energy": energy_options(cfg)}
