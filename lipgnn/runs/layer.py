@@ -35,7 +35,8 @@ from omegaconf import DictConfig
 from lipgnn.config import resolve_threads, validate
 from lipgnn.errors import ConfigError, LipgnnError, RecordNotWritten, RunInProgress, RunInterrupted
 from lipgnn.provenance import loaded_commit, versions
-from lipgnn.runs.registry import Job, JobKind, job_kind
+from lipgnn.runs.kinds import job_kind
+from lipgnn.runs.registry import Job, JobKind
 from lipgnn.store import pending
 from lipgnn.store.checkpoint import InvalidCheckpoint, load_checkpoint, read_header
 

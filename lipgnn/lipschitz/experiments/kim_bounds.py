@@ -57,8 +57,8 @@ def kim_bounds(b: dict[str, Any], name: str, budget: str, seed: int) -> Unit:
         config["power_init"] = "v ~ N(0, I) from the unit's generator"
 
     def compute() -> dict[str, Any]:
-        from lipgnn.lipschitz.bounds import l2_mha_bound
         from lipgnn.lipschitz.estimate import maximise_jacobian_norm
+        from lipgnn.nn.lipschitz_bounds import l2_mha_bound
 
         attn = _unit_l2_mha()
         gen = torch.Generator().manual_seed(seed * 100_003 + n)

@@ -38,7 +38,7 @@ def kim_divergence(b: dict[str, Any], model: str, budget: str, seed: int) -> Uni
         out = {"model": model, "steps": list(range(0, b["steps"] + 1, b["trace_every"])), "trace": lb.trace,
                "final": lb.values}
         if model == "l2":
-            from lipgnn.lipschitz.bounds import l2_mha_bound
+            from lipgnn.nn.lipschitz_bounds import l2_mha_bound
 
             out["upper"] = l2_mha_bound(attn, b["n"], "inf")
         return out

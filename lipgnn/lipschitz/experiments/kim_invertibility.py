@@ -28,8 +28,8 @@ def kim_invertibility(b: dict[str, Any], name: str, budget: str, seed: int) -> U
               "inputs": "x_i = 0 for one random i per sample, other entries ~ U[0, 1)"}
 
     def compute() -> dict[str, Any]:
-        from lipgnn.lipschitz.bounds import l2_mha_bound
         from lipgnn.nn import DotProductMultiheadAttention, L2MultiheadAttention
+        from lipgnn.nn.lipschitz_bounds import l2_mha_bound
 
         seed_run(seed)  # the weights' initialisation
         if model == "dp":
