@@ -47,8 +47,8 @@ def _hydra_train(cfg: DictConfig) -> float | None:
 def where(overrides: list[str]) -> str:
     """Where ``train.py <overrides>`` would write and read: its record, its checkpoint, the data root and cache."""
     from lipgnn.config import compose
-    from lipgnn.results.store import checkpoint_file, run_record_path
     from lipgnn.runs import job_id
+    from lipgnn.store import checkpoint_file, run_record_path
 
     cfg = compose(overrides)
     rid = job_id(cfg)

@@ -27,7 +27,7 @@ class ModelFamily:
     """What the rest of lipgnn knows about a model family, declared once in :data:`FAMILIES`; its layers are
     built by the builder registered under the same name (:func:`lipgnn.models.registry.register_model`)."""
 
-    label: str  # the paper's name in tables and figures (lipgnn.results.records.variant_label)
+    label: str  # the paper's name in tables and figures (lipgnn.store.records.variant_label)
     attention: bool = False  # has attention scores: norm=lip applies, heads/head_aggregation/attn_dropout count
     nonlocal_mp: bool = False  # model.nonlocal can scale its heads (Guan & He §4.1)
     fused: bool = False  # has a fused (CSR) implementation: model.impl=fused; auto picks it on CPU

@@ -8,10 +8,10 @@ records written before a key existed keep their ids. Old spellings are renamed f
 ``norm.formula``) and numbers are compared as floats (``0`` in an old record equals ``0.0`` from a typed
 schema).
 
-``run_id(cfg)`` = readable prefix + hash of the identity (also the ids of the energy and kim job kinds,
-:mod:`lipgnn.runs`, see there); ``config_key(cfg)`` = hash of the identity
-without the seed, shared by the seeds of one grid point. Both accept a DictConfig or the plain ``config``
-dict of a record.
+``run_id(cfg)`` = readable prefix + hash of the identity, a training run's id (the energy and kim job kinds
+build their own ids from the same identity and :func:`loose_digest`, :mod:`lipgnn.runs.kinds`);
+``config_key(cfg)`` = hash of the identity without the seed, shared by the seeds of one grid point. Both accept a
+DictConfig or the plain ``config`` dict of a record.
 """
 
 from __future__ import annotations
@@ -63,14 +63,6 @@ APPLIES_WHEN: tuple[tuple[str, str, tuple[Any, ...]], ...] = (
 _SPLIT_KINDS = ("planetoid", "pyg")
 
 
-def _plain(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
-    if isinstance(cfg, DictConfig):
-        container = OmegaConf.to_container(cfg, resolve=True)
-        assert isinstance(container, dict)
-        return container
-    return copy.deepcopy(dict(cfg))
-
-
 def get_dotted(tree: Mapping[str, Any], dotted: str, default: Any = None) -> Any:
     """``tree["a"]["b"]`` for ``"a.b"`` in a plain nested dict, else ``default`` (also for a stored None when a
     default is given). Records' configs are plain dicts read from JSON, not OmegaConf objects, so
@@ -112,7 +104,7 @@ def _canonical(value: Any) -> Any:
 
 def identity_config(cfg: DictConfig | Mapping[str, Any], *, seed: bool = True) -> dict[str, Any]:
     """The config reduced to what changes a run's numbers (see the module docstring)."""
-    tree = _plain(cfg)
+    tree = plain(cfg)
     for old, new in RENAMED.items():
         value = _pop(tree, old)
         if value is not None and get_dotted(tree, new) is None:
@@ -138,37 +130,21 @@ def _digest(tree: Mapping[str, Any], length: int) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:length]
 
 
-def run_id(cfg: DictConfig | Mapping[str, Any], *, energy: Mapping[str, Any] | None = None,
-           unit: str | None = None) -> str:
-    """A record's stable id: readable prefix + hash. The one id function of every record producer.
+def plain(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
+    """``cfg`` as a plain nested dict (resolved; a copy)."""
+    if isinstance(cfg, DictConfig):
+        container = OmegaConf.to_container(cfg, resolve=True)
+        assert isinstance(container, dict)
+        return container
+    return copy.deepcopy(dict(cfg))
 
-    * a training run (the training and gh_depth job kinds): model, norm, res, dataset, missing rate, tree depth,
-      depth, seed + hash of :func:`identity_config`;
-    * an untrained model measured by the energy job kind (``energy``: its validated options): model, layer
-      norm, nonlocal, norm, init, dataset, features, depth, seed + hash of the identity and the options;
-    * a unit of the kim job kind (Kim et al., ``unit``; ``cfg`` is the unit's own config with
-      ``experiment``, ``budget.name`` and ``seed``): ``<experiment>-<unit>-<budget>-s<seed>-<hash>``, a
-      training config under ``run`` hashed as its :func:`identity_config`.
-    """
-    tree = _plain(cfg)
-    if unit is not None:
-        hashed = {**tree, "run": identity_config(tree["run"])} if "run" in tree else tree
-        return f"{tree['experiment']}-{unit}-{tree['budget']['name']}-s{tree['seed']}-{_loose_digest(hashed)}"
+
+def run_id(cfg: DictConfig | Mapping[str, Any]) -> str:
+    """A training run's stable id (the training and gh_depth job kinds): model, norm, res, dataset, missing rate,
+    tree depth, depth, seed + hash of :func:`identity_config`. Each other job kind owns its id format
+    (:meth:`lipgnn.runs.registry.JobKind.run_id`), built from :func:`identity_config` and :func:`loose_digest`."""
+    tree = plain(cfg)
     model, dataset = tree.get("model", {}), tree.get("dataset", {})
-    if energy is not None:
-        parts = [str(model.get("name"))]
-        if model.get("layer_norm", "none") != "none":
-            parts.append(f"{model['layer_norm']}ln")
-        if model.get("nonlocal"):
-            parts.append("nl")
-        if tree["norm"]["name"] != "none":
-            parts.append(str(tree["norm"]["name"]))
-        if model.get("init"):
-            parts.append(str(model["init"]))
-        hashed = {**identity_config(tree), "energy": dict(energy)}
-        parts += [str(dataset.get("name")), str(energy["features"]), f"L{tree.get('depth')}", f"s{tree.get('seed')}",
-                  _loose_digest(hashed)]
-        return "-".join(parts)
     parts = [str(model.get("name")), str(tree.get("norm", {}).get("name"))]
     if model.get("residual") is True:
         parts.append("res")
@@ -181,7 +157,7 @@ def run_id(cfg: DictConfig | Mapping[str, Any], *, energy: Mapping[str, Any] | N
     return "-".join(parts)
 
 
-def _loose_digest(tree: Mapping[str, Any]) -> str:
+def loose_digest(tree: Mapping[str, Any]) -> str:
     """The energy and kim job kinds' hash: JSON with the default separators (their
     committed records' ids were derived this way)."""
     return hashlib.sha1(json.dumps(tree, sort_keys=True).encode()).hexdigest()[:10]

@@ -95,7 +95,7 @@ def curves_figure(frame: Any) -> Any:
 
 
 def summarize(results_dir: str | Path, experiment: str | None = None, out: str | Path | None = None) -> int:
-    from lipgnn.results.store import load_records
+    from lipgnn.store import load_records
 
     frame = load_records(results_dir, experiment)
     if frame.empty:

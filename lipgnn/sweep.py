@@ -110,9 +110,9 @@ def expand(sweeper: Mapping[str, Any], budget: str | None, arguments: Sequence[s
 def is_finished(cfg: DictConfig) -> bool:
     """Does the job ``cfg`` (composed) have a finished record (completed or diverged), so that launching it would
     only skip it? (``overwrite=true`` reruns every job: then none is finished.)"""
-    from lipgnn.results.store import run_record_path
     from lipgnn.runs import job_id  # the job's id by its kind (a training run, an energy measurement, ...)
     from lipgnn.runs.layer import finished_record  # what the run layer itself skips
+    from lipgnn.store import run_record_path
 
     if cfg.get("overwrite"):
         return False
@@ -185,13 +185,13 @@ def _resumable(results_dir: str | Path, experiment: str,
                missing: dict[str, int]) -> tuple[dict[str, str], dict[str, str]]:
     """How far each missing run (run_id -> planned epochs) got, for those that left a checkpoint; and why the
     checkpoint files that are not valid checkpoints are not (read from their headers only)."""
-    from lipgnn.results.store import checkpoint_file
+    from lipgnn.store import checkpoint_file
 
     paths = {rid: checkpoint_file(results_dir, experiment, rid) for rid in missing}
     paths = {rid: path for rid, path in paths.items() if path.is_file()}
     if not paths:
         return {}, {}  # nothing to read: torch is not imported
-    from lipgnn.train.checkpoint import InvalidCheckpoint, checkpoint_progress
+    from lipgnn.store.checkpoint import InvalidCheckpoint, checkpoint_progress
 
     found: dict[str, str] = {}
     invalid: dict[str, str] = {}
@@ -212,8 +212,8 @@ def _resumable(results_dir: str | Path, experiment: str,
 
 
 def sweep_status(experiment: str, results_dir: str | Path, overrides: Sequence[str] = ()) -> SweepStatus:
-    from lipgnn.results.store import read_record, record_paths
     from lipgnn.runs import job_id  # each job's id by its kind (lipgnn.runs)
+    from lipgnn.store import read_record, record_paths
 
     present = {}
     for path in record_paths(results_dir, experiment):

@@ -89,17 +89,15 @@ def generated_graph(seed: int = 0) -> Any:
 def _on_generated_graph(seed: int) -> list[dict[str, Any]]:
     """The same two models and trainer as ``train.py`` on the generated graph (no record is written: the
     graph is not a dataset of the suite)."""
-    from torch_geometric import seed_everything
-
-    from lipgnn.models import build_model
+    from lipgnn.config import validate
+    from lipgnn.seeding import start
     from lipgnn.train.trainer import Trainer
 
     task = generated_graph(seed)
     records = []
     for norm in ("none", "lip"):
         cfg = compose([*COMMON, f"norm={norm}", f"seed={seed}"])
-        seed_everything(seed)
-        model = build_model(cfg.model, cfg.norm, task.spec, int(cfg.depth))
+        model, _ = start(validate(cfg), task=task)
         result = Trainer(cfg.train, device=torch.device("cpu"), seed=seed, grad_norms=True, progress=True,
                          desc=f"gat-{norm}").fit(model, task)
         records.append({"run_id": f"gat-{norm}-sbm-L{DEPTH}-s{seed}", "status": result.status, "best": result.best,

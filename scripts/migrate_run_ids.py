@@ -17,8 +17,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from lipgnn.identity import RENAMED, run_id
-from lipgnn.results.store import read_record, record_paths
 from lipgnn.runs import import_record
+from lipgnn.store import read_record, record_paths
 
 
 def _rename_keys(config: dict) -> bool:
@@ -43,9 +43,9 @@ OWN_RUNNER_EXPERIMENTS = frozenset({"gh_depth", "kim_bounds", "kim_divergence", 
 def _energy_run_id(config: dict) -> str:
     from omegaconf import OmegaConf
 
-    from lipgnn.runs.kinds.energy import energy_options
+    from lipgnn.runs.kinds.energy import energy_id, energy_options
 
-    return run_id(config, energy=energy_options(OmegaConf.create(config)))
+    return energy_id(config, energy_options(OmegaConf.create(config)))
 
 
 # Job kinds whose ids are the training identity plus their own options: migrated with the kind's id function,

@@ -112,7 +112,7 @@ def test_summarize_gives_mean_and_std_per_configuration_and_a_curves_png(tmp_pat
 
     from lipgnn.cli import main
     from lipgnn.identity import run_id
-    from lipgnn.results.store import write_record
+    from lipgnn.store import write_record
 
     for norm, seed, test in (("none", 0, 0.30), ("none", 1, 0.40), ("lip", 0, 0.70), ("lip", 1, 0.80)):
         config = OmegaConf.to_container(compose_cfg(["model=gat", f"norm={norm}", f"seed={seed}"]), resolve=True)
@@ -142,7 +142,7 @@ def test_summarize_shows_integers_as_integers(tmp_path: Path) -> None:
 
     from lipgnn.cli import main
     from lipgnn.identity import run_id
-    from lipgnn.results.store import write_record
+    from lipgnn.store import write_record
 
     for depth, epochs in ((10, 12), (30, 12), (30, 20)):
         config = OmegaConf.to_container(compose_cfg(["model=gat", f"depth={depth}", f"train.epochs={epochs}"]),

@@ -586,7 +586,7 @@ def _record(conv: str, norm: str, depth: int, seed: int, test: float, energies: 
 
 def test_depth_board_renders_drop_depth_ratio_budget_and_missing(tmp_path: Path) -> None:
     from lipgnn.results.artifacts.lipschitznorm.depth_board import ARTIFACT, runs
-    from lipgnn.results.store import load_records, write_record
+    from lipgnn.store import load_records, write_record
 
     accs = {2: 0.80, 8: 0.78, 16: 0.74, 32: 0.50}
     for seed in (0, 1):

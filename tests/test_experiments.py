@@ -68,7 +68,7 @@ def test_make_tables_and_figures_produce_every_file(tiny_results: Path, tmp_path
 
 def test_a_table_cell_equals_the_records_it_came_from(tiny_results: Path) -> None:
     from lipgnn.results.engine import make_tables
-    from lipgnn.results.store import load_records
+    from lipgnn.store import load_records
 
     make_tables(tiny_results)
     cells = pd.read_csv(tiny_results / "tables" / "table3.csv")

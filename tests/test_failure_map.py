@@ -8,7 +8,7 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from lipgnn.results.artifacts.lipschitznorm import failure_map as fm
-from lipgnn.results.records import flatten_record, records_frame
+from lipgnn.store.records import flatten_record, records_frame
 
 DEFAULTS = {"dropout": 0.6, "attn_dropout": 0.3}
 

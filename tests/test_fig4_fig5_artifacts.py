@@ -14,8 +14,8 @@ from omegaconf import DictConfig
 from lipgnn.results.artifacts.lipschitznorm import fig4, fig5, fig5_legacy
 from lipgnn.results.engine import Loader
 from lipgnn.results.render.text import pct
-from lipgnn.results.store import config_key, write_record
 from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, NOT_COMPARABLE, TIE, TOO_FEW_SEEDS, UNDER_BUDGET
+from lipgnn.store import config_key, write_record
 
 
 def trees_record(norm: str, depth: int, best_train: float | None, passes: int, cap: int, *, alpha: float = 1.0,

@@ -12,8 +12,8 @@ from conftest import conf_with, pubmed_seed_0_only
 
 from lipgnn.results.artifacts.lipschitznorm import fig6
 from lipgnn.results.engine import Loader
-from lipgnn.results.store import config_key, write_record
 from lipgnn.results.verdict import TOO_FEW_SEEDS, UNDER_BUDGET
+from lipgnn.store import config_key, write_record
 
 
 def fig6_record(dataset: str, norm: str, depth: int, lr: float, seed: int, val: float, test: float) -> dict:

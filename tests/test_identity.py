@@ -106,6 +106,7 @@ def test_committed_records_are_found_by_the_composed_grid() -> None:
 def test_energy_runner_records_migrate_to_the_runner_id(tmp_path: Path) -> None:
     """gh_energy records carry the energy runner's id (training identity + energy options): the migration
     renames a stale one to exactly what the runner computes, so the runner finds it and skips the unit."""
+    from lipgnn.runs.kinds.energy import energy_id as kind_energy_id
     from lipgnn.runs.kinds.energy import energy_options
 
     cfg = compose_cfg(["experiment=gh_energy", "dataset=cora", "variant=san_preln", "depth=2", "model.init=xavier"])
@@ -116,15 +117,17 @@ def test_energy_runner_records_migrate_to_the_runner_id(tmp_path: Path) -> None:
     record = {**_record(config, "san-preln-xavier-cora-raw-L2-s0-stale"), "experiment": "gh_energy"}
     (folder / "san-preln-xavier-cora-raw-L2-s0-stale.json").write_text(json.dumps(record))
     assert _migrate(tmp_path).returncode == 0
-    energy_id = run_id(cfg, energy=energy_options(cfg))
+    energy_id = kind_energy_id(cfg, energy_options(cfg))
     assert [p.stem for p in folder.glob("*.json")] == [energy_id]
     assert energy_id != run_id(config)  # an energy measurement's id is not its training run's
 
 
 def test_every_committed_record_keeps_its_id() -> None:
-    """The one id function reproduces each committed record's id from its stored config: training runs, the energy
-    kind's measurements (its options) and the kim kind's units."""
-    from lipgnn.runs.kinds.kim import EXPERIMENTS
+    """Each kind's id function reproduces each committed record's id from its stored config: training runs, the
+    energy kind's measurements (its options) and the kim kind's units."""
+    from lipgnn.lipschitz.experiments import EXPERIMENTS
+    from lipgnn.runs.kinds.energy import energy_id
+    from lipgnn.runs.kinds.kim import unit_id
 
     kinds: dict[str, int] = {"train": 0, "energy": 0, "unit": 0}
     for path in sorted((ROOT / "results" / "runs").rglob("*.json")):
@@ -132,9 +135,9 @@ def test_every_committed_record_keeps_its_id() -> None:
         config, experiment = record["config"], record["experiment"]
         if experiment in EXPERIMENTS:
             unit = record["run_id"][len(experiment) + 1:].rsplit("-", 3)[0]
-            new, kind = run_id(config, unit=unit), "unit"
+            new, kind = unit_id(config, unit), "unit"
         elif record.get("diagnostics", {}).get("energy", {}).get("definition") and config.get("energy"):
-            new, kind = run_id(config, energy=config["energy"]), "energy"
+            new, kind = energy_id(config, config["energy"]), "energy"
         else:
             new, kind = run_id(config), "train"
         assert new == record["run_id"] == path.stem, path

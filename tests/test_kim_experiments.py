@@ -6,7 +6,7 @@ import copy
 import hashlib
 import json
 
-from lipgnn.identity import run_id
+from lipgnn.runs.kinds.kim import unit_id
 
 
 def _config() -> dict:
@@ -25,17 +25,17 @@ def test_lip_estimates_id_ignores_neutral_new_keys_and_where_it_ran() -> None:
     new["run"]["norm"]["formula"] = new["run"]["norm"].pop("variant")  # renamed since
     new["run"]["results_dir"] = "outputs"
     new["run"]["train"]["num_threads"] = "auto"
-    assert run_id(new, unit="gat_lip-L30") == run_id(old, unit="gat_lip-L30")
+    assert unit_id(new, "gat_lip-L30") == unit_id(old, "gat_lip-L30")
     changed = copy.deepcopy(old)
     changed["run"]["train"]["lr"] = 0.01
-    assert run_id(changed, unit="gat_lip-L30") != run_id(old, unit="gat_lip-L30")
+    assert unit_id(changed, "gat_lip-L30") != unit_id(old, "gat_lip-L30")
     changed = copy.deepcopy(old)
     changed["power_iters"] = 50
-    assert run_id(changed, unit="gat_lip-L30") != run_id(old, unit="gat_lip-L30")
+    assert unit_id(changed, "gat_lip-L30") != unit_id(old, "gat_lip-L30")
 
 
 def test_ids_without_a_training_config_hash_the_config_as_is() -> None:
     # kim_bounds / kim_divergence / kim_invertibility records keep the ids they were written under
     config = {"experiment": "kim_bounds", "budget": {"name": "cpu"}, "seed": 0, "n": 100, "p": "inf"}
     digest = hashlib.sha1(json.dumps(config, sort_keys=True).encode()).hexdigest()[:10]
-    assert run_id(config, unit="pinf-n100") == f"kim_bounds-pinf-n100-cpu-s0-{digest}"
+    assert unit_id(config, "pinf-n100") == f"kim_bounds-pinf-n100-cpu-s0-{digest}"

@@ -13,7 +13,7 @@ from lipgnn.data.spec import DataSpec
 from lipgnn.errors import ConfigError
 from lipgnn.models import build_model
 from lipgnn.models.registry import model_builder, register_model, registered_models
-from lipgnn.results.records import variant_label
+from lipgnn.store.records import variant_label
 
 
 def test_every_declared_family_has_one_builder_and_a_yaml_file() -> None:

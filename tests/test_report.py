@@ -11,13 +11,12 @@ import pandas as pd
 import pytest
 
 from lipgnn.errors import ConfigError
-from lipgnn.results import grid, write_record
+from lipgnn.results import grid
 from lipgnn.results.artifacts.lipschitznorm import fig2, fig6, table1, table3
 from lipgnn.results.artifacts.lipschitznorm.table3 import dropout_setting, grid_breakdown
 from lipgnn.results.paper_table import build_cells
 from lipgnn.results.render.markers import close_marker, open_marker
 from lipgnn.results.report import PLACEHOLDER, render_blocks, update_report
-from lipgnn.results.store import config_key, load_records
 from lipgnn.results.verdict import (
     DOES_NOT_HOLD,
     HOLDS,
@@ -28,6 +27,7 @@ from lipgnn.results.verdict import (
     TIE,
     TOO_FEW_SEEDS,
 )
+from lipgnn.store import config_key, load_records, write_record
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLES = {"table1": table1.SPEC, "table3": table3.SPEC}

@@ -17,10 +17,15 @@ import pytest
 from conftest import conf_with, pubmed_seed_0_only
 
 from lipgnn.errors import ConfigError
-from lipgnn.results import (
+from lipgnn.results import grid
+from lipgnn.results.artifacts.lipschitznorm import fig5, table1, table2, table3
+from lipgnn.results.engine import make_figures, make_tables
+from lipgnn.results.paper_table import CSV_COLUMNS, build_cells, render_csv
+from lipgnn.results.protocol import with_selected_metrics
+from lipgnn.store import (
     COLUMNS,
     RECORD_COLUMNS,
-    grid,
+    config_key,
     load_records,
     read_record,
     run_record_path,
@@ -28,11 +33,6 @@ from lipgnn.results import (
     write_failure_record,
     write_record,
 )
-from lipgnn.results.artifacts.lipschitznorm import fig5, table1, table2, table3
-from lipgnn.results.engine import make_figures, make_tables
-from lipgnn.results.paper_table import CSV_COLUMNS, build_cells, render_csv
-from lipgnn.results.protocol import with_selected_metrics
-from lipgnn.results.store import config_key
 
 TABLES = {"table1": table1.SPEC, "table2": table2.SPEC, "table3": table3.SPEC}
 
@@ -198,7 +198,7 @@ def test_corrupt_and_foreign_files_are_skipped_and_named(tmp_path: Path, caplog)
         (folder / name).write_text(text)
     (folder / ".hidden.json").write_text("{")
     (folder / "x.json.tmp").write_text("{")
-    with caplog.at_level(logging.WARNING, logger="lipgnn.results"):
+    with caplog.at_level(logging.WARNING, logger="lipgnn.store"):
         df = load_records(tmp_path)
     assert df["run_id"].tolist() == ["good"]
     messages = "\n".join(r.getMessage() for r in caplog.records)

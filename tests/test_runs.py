@@ -35,9 +35,9 @@ def test_each_experiment_declares_its_kind(experiment: str) -> None:
 
 
 def test_exactly_one_module_writes_run_records() -> None:
-    """write_record / write_failure_record (lipgnn.results.store) are called by the run layer only; the W&B pull and
+    """write_record / write_failure_record (lipgnn.store) are called by the run layer only; the W&B pull and
     the id migration, which copy existing records, write through its import_record (the same lock and writer)."""
-    tools = {"lipgnn/results/store.py"}
+    tools = {"lipgnn/store/__init__.py"}
     callers = set()
     for path in [*sorted((ROOT / "lipgnn").rglob("*.py")), *sorted((ROOT / "scripts").glob("*.py")), ROOT / "train.py"]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -46,6 +46,21 @@ def test_exactly_one_module_writes_run_records() -> None:
                 if name in ("write_record", "write_failure_record"):
                     callers.add(str(path.relative_to(ROOT)))
     assert callers - tools == {"lipgnn/runs/layer.py"}
+
+
+def test_no_kind_branches_on_an_experiment_name() -> None:
+    """A kind is plumbing: what an experiment computes registers itself where its science lives
+    (lipgnn.lipschitz.experiments for the kim kind), so no module of the run layer names an experiment (a kind may
+    share its own name with one)."""
+    from lipgnn.runs.registry import KINDS
+
+    job_kind("training")  # registers the suite's kinds
+    experiments = {path.stem for path in (ROOT / "conf" / "experiment").glob("*.yaml")} - set(KINDS)
+    assert {"kim_bounds", "lip_estimates", "gh_energy"} <= experiments
+    for path in sorted((ROOT / "lipgnn" / "runs").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        named = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)} & experiments
+        assert not named, f"{path.relative_to(ROOT)} names the experiment(s) {sorted(named)}"
 
 
 def test_an_unknown_kind_is_one_line() -> None:
@@ -67,7 +82,7 @@ def test_a_unit_is_skipped_when_done_and_locked_while_running(tmp_path: Path) ->
     first = run(cfg)
     assert first["run_id"] == job_id(cfg) and first["config"]["batch"] == 4 and len(first["diagnostics"]["errors"]) == 3
     assert run(cfg)["skipped"] is True
-    from lipgnn.results.store import lock_file
+    from lipgnn.store import lock_file
 
     again = compose([*CHEAP_KIM, f"results_dir={tmp_path}", "overwrite=true"])
     with FileLock(lock_file(tmp_path, "kim_invertibility", job_id(cfg))), \
@@ -151,6 +166,7 @@ def _close(new: Any, old: Any, where: str = "") -> None:
 @pytest.mark.parametrize(("experiment", "overrides", "keys"), [
     ("gh_energy", ["dataset=cora", "depth=2", "seed=0", "variant=san_preln", "model.init=xavier"], ("diagnostics",)),
     ("kim_bounds", ["kim.unit=pinf-n100", "seed=0"], ("diagnostics",)),
+    ("lip_estimates", ["budget=cpu", "kim.unit=gat_lip-L2", "seed=0"], ("diagnostics",)),
     ("gh_depth", ["budget=cpu", "dataset=cora", "depth=2", "seed=0", "variant=san_preln", "log.progress=false"],
      ("history", "best", "last", "epochs_run", "diagnostics")),
 ])
@@ -243,8 +259,8 @@ def test_the_layer_converts_the_config_once_and_passes_the_types_down(tmp_path: 
 def test_an_imported_record_waits_for_no_running_job(tmp_path: Path) -> None:
     """A record tool (the W&B pull, the id migration) writes through the run id's lock: never beside a job of that
     id that is running, and atomically otherwise."""
-    from lipgnn.results.store import lock_file, read_record, run_record_path
     from lipgnn.runs import import_record
+    from lipgnn.store import lock_file, read_record, run_record_path
 
     record = {"run_id": "gcn-none-cora-L2-s0-0123456789", "experiment": "unit", "status": "completed"}
     with FileLock(lock_file(tmp_path, "unit", record["run_id"])), \

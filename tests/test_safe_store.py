@@ -20,9 +20,9 @@ import torch
 from conftest import ROOT, TINY_TREES, compose_cfg, run_cli
 
 from lipgnn.identity import run_id as run_id_for
-from lipgnn.results.store import checkpoint_file, quarantine_dir, run_record_path
 from lipgnn.runs import checkpoint_path, run
-from lipgnn.train.checkpoint import InvalidCheckpoint, load_checkpoint, read_header
+from lipgnn.store import checkpoint_file, quarantine_dir, run_record_path
+from lipgnn.store.checkpoint import InvalidCheckpoint, load_checkpoint, read_header
 
 CKPT = [*TINY_TREES, "train.epochs=5", "train.checkpoint_every=2"]
 
@@ -48,7 +48,7 @@ def _plant(path: Path, marker: Path, how: str) -> None:
         import hashlib
         import struct
 
-        from lipgnn.train.checkpoint import FORMAT_VERSION, MAGIC
+        from lipgnn.store.checkpoint import FORMAT_VERSION, MAGIC
 
         buffer = io.BytesIO()
         torch.save({"model": _Payload(marker), "epoch": 2}, buffer)
@@ -154,7 +154,7 @@ def test_a_truncated_checkpoint_is_named_moved_aside_and_the_run_starts_fresh(tm
 
 
 def test_the_header_is_read_without_the_state(tmp_path: Path, monkeypatch) -> None:
-    from lipgnn.train.checkpoint import checkpoint_progress, save_checkpoint
+    from lipgnn.store.checkpoint import checkpoint_progress, save_checkpoint
 
     assert read_header(tmp_path / "no-such-checkpoint.ckpt") is None
     path = tmp_path / "checkpoint.ckpt"
@@ -172,8 +172,8 @@ def test_the_header_is_read_without_the_state(tmp_path: Path, monkeypatch) -> No
 
 def test_a_failing_record_write_keeps_the_result_and_a_rerun_writes_it_without_training(
         tmp_path: Path, monkeypatch, capsys) -> None:
+    from lipgnn import store
     from lipgnn.errors import RecordNotWritten
-    from lipgnn.results import store
     from lipgnn.train.trainer import Trainer
 
     cfg = compose_cfg([*CKPT, f"results_dir={tmp_path}"])
@@ -207,9 +207,9 @@ def test_a_failing_record_write_keeps_the_result_and_a_rerun_writes_it_without_t
 
 
 def test_when_the_checkpoint_folder_fails_too_the_result_goes_to_the_temp_folder(tmp_path: Path, monkeypatch) -> None:
+    from lipgnn import store
     from lipgnn.errors import RecordNotWritten
-    from lipgnn.results import store
-    from lipgnn.train import pending
+    from lipgnn.store import pending
 
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
@@ -229,7 +229,7 @@ def test_when_the_checkpoint_folder_fails_too_the_result_goes_to_the_temp_folder
 
 
 def test_a_failure_never_replaces_a_finished_record(tmp_path: Path) -> None:
-    from lipgnn.results.store import read_record, write_failure_record, write_record
+    from lipgnn.store import read_record, write_failure_record, write_record
 
     done = {"run_id": "r", "experiment": "e", "status": "completed", "config": {}}
     path = write_record(tmp_path, done)
@@ -241,7 +241,7 @@ def test_a_second_process_on_the_same_run_id_stops_in_one_line(tmp_path: Path) -
     from filelock import FileLock
 
     from lipgnn.errors import RunInProgress
-    from lipgnn.results.store import lock_file
+    from lipgnn.store import lock_file
 
     cfg = compose_cfg([*TINY_TREES, "train.epochs=2", f"results_dir={tmp_path}"])
     lock = FileLock(lock_file(tmp_path, "default", run_id_for(cfg)))

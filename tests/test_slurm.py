@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from conftest import DATA_ROOT, ROOT, TINY_TREES, files_under, run_cli
 
-from lipgnn.results.store import checkpoint_file
+from lipgnn.store import checkpoint_file
 
 SCRIPT = ROOT / "scripts" / "slurm_local.sh"
 CHECKPOINT = checkpoint_file(".", "experiment", "run").name  # the checkpoint's file name in a run's folder

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import TINY_TREES, files_under, run_cli
 
-from lipgnn.results.store import load_records
+from lipgnn.store import load_records
 from lipgnn.sweep import expand, sub_sweeps, sweep_jobs, sweep_status
 
 # Hand-counted from conf/grid/*_cpu.yaml: the product of each sub-sweep's axes (the main sweep + each extra).
@@ -140,7 +140,7 @@ def test_sweep_status_and_check_grid_expand_a_grid_with_extras_alike(tmp_path: P
     from lipgnn.config import CONF_DIR
     from lipgnn.identity import run_id
     from lipgnn.results import grid
-    from lipgnn.results.store import write_record
+    from lipgnn.store import write_record
 
     conf = tmp_path / "conf"
     shutil.copytree(CONF_DIR, conf)
@@ -219,7 +219,7 @@ def test_nan_in_one_job_is_a_diverged_record_and_the_sweep_succeeds(tmp_path: Pa
 
 
 def test_sweep_status_names_what_is_done_and_missing(tmp_path: Path) -> None:
-    from lipgnn.results.store import write_record
+    from lipgnn.store import write_record
 
     overrides = ["budget=cpu", "variant=gat,gat_lip", "seed=0"]
     rows = sweep_status("fig2", tmp_path, overrides).rows
@@ -244,7 +244,7 @@ def test_sweep_status_cli_takes_train_py_spelling_and_fails_in_one_line(tmp_path
     out = capsys.readouterr().out
     assert "fig2 budget=cpu: 10 runs in the declared grid — 0 done, 0 diverged, 0 failed, 10 missing" in out
     # An experiment with no conf/experiment file is ad hoc: its records are listed by status.
-    from lipgnn.results.store import write_record
+    from lipgnn.store import write_record
 
     write_record(tmp_path, {"run_id": "gat-lip-cs-L2-s0-abc", "experiment": "mysweep", "status": "diverged",
                             "config": {}})
@@ -260,9 +260,9 @@ def test_sweep_status_cli_takes_train_py_spelling_and_fails_in_one_line(tmp_path
 
 def test_sweep_status_shows_how_far_a_checkpointed_run_got(tmp_path: Path, capsys) -> None:
     from lipgnn.cli import main
-    from lipgnn.results.store import checkpoint_file
+    from lipgnn.store import checkpoint_file
+    from lipgnn.store.checkpoint import save_checkpoint
     from lipgnn.sweep import expand_sweep
-    from lipgnn.train.checkpoint import save_checkpoint
 
     overrides = ["budget=cpu", "variant=gat,gat_lip", "seed=0"]
     (first, _), (second, _) = sweep_status("fig2", tmp_path, overrides).rows

@@ -218,7 +218,7 @@ def test_ctrl_c_says_whether_the_run_is_checkpointed_and_how_to_resume(tmp_path:
 def test_resume_names_epoch_and_commit_and_wall_time_covers_every_segment(tmp_path: Path, monkeypatch,
                                                                           capsys) -> None:
     from lipgnn.runs import checkpoint_path
-    from lipgnn.train.checkpoint import load_checkpoint
+    from lipgnn.store.checkpoint import load_checkpoint
 
     cfg = compose_cfg([*CKPT, f"results_dir={tmp_path}"])
     with monkeypatch.context() as patch:

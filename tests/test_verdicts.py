@@ -15,10 +15,8 @@ from lipgnn.results import grid
 from lipgnn.results.artifacts.lipschitznorm import table3
 from lipgnn.results.artifacts.lipschitznorm._spread import rank
 from lipgnn.results.engine import Loader
-from lipgnn.results.records import flatten_record, records_frame
 from lipgnn.results.report import render_blocks
 from lipgnn.results.stats import greater, no_clear_lead, t_interval, under_budget
-from lipgnn.results.store import config_key, write_record
 from lipgnn.results.verdict import (
     DOES_NOT_HOLD,
     HOLDS,
@@ -31,6 +29,8 @@ from lipgnn.results.verdict import (
     TOO_FEW_SEEDS,
     UNDER_BUDGET,
 )
+from lipgnn.store import config_key, write_record
+from lipgnn.store.records import flatten_record, records_frame
 
 ROOT = Path(__file__).resolve().parents[1]
 LABEL = "Cora 30 layers, GAT-Lip vs GAT-res"   # the paper: GAT-Lip 69.3 vs GAT-res 63.5, an effect of +5.8

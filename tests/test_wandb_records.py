@@ -12,9 +12,9 @@ import pytest
 from conftest import TINY_TREES, compose_cfg
 
 from lipgnn.cli import main as lipgnn_main
-from lipgnn.results.store import record_text, run_record_path, write_record
 from lipgnn.results.wandb_records import PullError, describe, pull_records
 from lipgnn.runs import run
+from lipgnn.store import record_text, run_record_path, write_record
 from lipgnn.train.loggers import RECORD_FILE
 
 

@@ -42,6 +42,7 @@ def build_variant(variant: str, depth: int, num_features: int, num_classes: int,
     """The ``depth``-layer stack of ``variant`` (same seed → same weights for every variant of a kind); dropouts off,
     or ``dropout`` on the features and the attention weights of a GAT or GT stack (the authors' 0.6)."""
     from lipgnn.models import build_model
+    from lipgnn.seeding import seed_run
 
     if attention_kind(variant) == "san":
         return _build_san(variant, depth, num_features, num_classes, seed)
@@ -52,7 +53,7 @@ def build_variant(variant: str, depth: int, num_features: int, num_classes: int,
     norm_cfg = SimpleNamespace(name="lip" if lip else "none", alpha=1.0, formula="paper")
     spec = SimpleNamespace(num_features=num_features, num_classes=num_classes, input="dense", vocab_sizes=(),
                            edge_dim=None, multilabel=False, task="node")
-    torch.manual_seed(seed)
+    seed_run(seed)
     model = build_model(model_cfg, norm_cfg, spec, depth)
     if variant.startswith("pyg_"):
         for block in model.blocks:
@@ -73,6 +74,7 @@ def _build_san(variant: str, depth: int, num_features: int, num_classes: int, se
 
     from lipgnn.config import CONF_DIR
     from lipgnn.models import build_model
+    from lipgnn.seeding import seed_run
 
     model_cfg = OmegaConf.load(Path(CONF_DIR) / "model" / "san.yaml")
     model_cfg.impl = "pyg" if variant.startswith("pyg_") else "fused"
@@ -83,7 +85,7 @@ def _build_san(variant: str, depth: int, num_features: int, num_classes: int, se
     norm_cfg = SimpleNamespace(name="lip" if variant.endswith("_lip") else "none", alpha=1.0, formula="paper")
     spec = SimpleNamespace(num_features=num_features, num_classes=num_classes, input="dense", vocab_sizes=(),
                            edge_dim=None, multilabel=False, task="node")
-    torch.manual_seed(seed)
+    seed_run(seed)
     return build_model(model_cfg, norm_cfg, spec, depth)
 
 

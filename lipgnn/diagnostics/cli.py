@@ -22,7 +22,6 @@ import torch
 
 from lipgnn.diagnostics.energy import NORMALISATIONS, GraphMeasure, relative_energy
 from lipgnn.errors import LipgnnError
-from lipgnn.identity import run_id
 
 USAGE = "lipgnn energy model=san model.layer_norm=post depth=64 dataset=cora [--m 2] [--plot out.png]"
 
@@ -68,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from lipgnn.config import compose
     from lipgnn.diagnostics.tracing import trace_layers
-    from lipgnn.runs.kinds.energy import build_untrained, energy_options
+    from lipgnn.runs.kinds.energy import build_untrained, energy_id, energy_options
 
     torch.set_num_threads(1)
     try:
@@ -82,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     graph = GraphMeasure(data.edge_index, int(data.num_nodes))
     energies = [graph.energy(h, args.m, normalise=args.normalise) for h in layers]
     relative = [float("nan"), *relative_energy(energies)]
-    name = run_id(cfg, energy=energy_options(cfg)).rsplit("-", 1)[0]
+    name = energy_id(cfg, energy_options(cfg)).rsplit("-", 1)[0]
     print(f"# {name}: E_{args.m}(X^k), normalise={args.normalise} (untrained, eval mode)")
     print(f"{'k':>5} {'energy':>12} {'relative':>12}")
     for k, (e, r) in enumerate(zip(energies, relative, strict=True)):

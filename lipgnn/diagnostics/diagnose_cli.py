@@ -134,6 +134,7 @@ def _prepare(items: Sequence[str]) -> tuple[nn.Module, Any, str, Any, torch.devi
     from lipgnn.data import load
     from lipgnn.models import build_model
     from lipgnn.runs.kinds.training import resolve_device
+    from lipgnn.seeding import seed_run
 
     factory_target = _factory_target(items)
     overrides = list(items[1:] if factory_target else items)
@@ -141,10 +142,10 @@ def _prepare(items: Sequence[str]) -> tuple[nn.Module, Any, str, Any, torch.devi
         overrides.append("model.impl=pyg")
     cfg = compose(overrides)
     device = resolve_device(str(cfg.device))
-    torch.manual_seed(int(cfg.seed))
+    seed_run(int(cfg.seed))
     task = load(cfg.dataset, int(cfg.seed))
     data = next(iter(task.eval_batches()))
-    torch.manual_seed(int(cfg.seed))
+    seed_run(int(cfg.seed))
     forward = None
     if factory_target is not None:
         factory = load_factory(factory_target)
@@ -159,7 +160,7 @@ def _prepare(items: Sequence[str]) -> tuple[nn.Module, Any, str, Any, torch.devi
 
 def write_atomic(path: str | Path, text: str) -> Path:
     """``text`` to ``path`` by the store's atomic writer (temporary file + ``os.replace``): never half-written."""
-    from lipgnn.results.store import _atomic_write_text
+    from lipgnn.store import _atomic_write_text
 
     _atomic_write_text(Path(path), text)
     return Path(path)

@@ -6,14 +6,14 @@ estimated Lipschitz constant and its bound (:mod:`lipgnn.lipschitz.layers`), at 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
 import torch
-from omegaconf import OmegaConf
 
 from lipgnn.errors import ConfigError, LipgnnError
-from lipgnn.train.checkpoint import InvalidCheckpoint, load_weights
+from lipgnn.store.checkpoint import InvalidCheckpoint, load_weights
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -41,21 +41,18 @@ def _load_weights(model: torch.nn.Module, path: str) -> None:
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
-    from torch_geometric import seed_everything
 
-    from lipgnn.config import compose
-    from lipgnn.data import load
+    from lipgnn.config import compose, validate
     from lipgnn.lipschitz.layers import estimate_layers, format_report
-    from lipgnn.models import build_model
+    from lipgnn.seeding import start
 
     try:
         cfg = compose([*args.overrides, *extra])
-        task = load(cfg.dataset, int(cfg.seed))
-        batch = next(iter(task.eval_batches()))
-        seed_everything(int(cfg.seed))
+        settings = validate(cfg)
         # PyG's layers: the estimate differentiates through the layers with torch.func (jacrev), which the fused
         # layers' autograd Functions do not support; both have the same state-dict keys and values (tested equal).
-        model = build_model(OmegaConf.merge(cfg.model, {"impl": "pyg"}), cfg.norm, task.spec, int(cfg.depth))
+        model, task = start(settings, model=dataclasses.replace(settings.model, impl="pyg"))
+        batch = next(iter(task.eval_batches()))
         states = [("initialization", None)]
         if args.checkpoint:
             states.append((f"checkpoint {args.checkpoint}", args.checkpoint))

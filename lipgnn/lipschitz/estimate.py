@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 from torch.func import grad, jacrev, jvp, vjp, vmap
 
-from lipgnn.lipschitz.bounds import normalise_p
+from lipgnn.nn.lipschitz_bounds import normalise_p
 
 Fn = Callable[[Tensor], Tensor]
 

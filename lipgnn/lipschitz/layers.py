@@ -9,7 +9,7 @@ normalisation are left out: ELU and ReLU are 1-Lipschitz). Norms are Frobenius (
   iteration, :func:`~lipgnn.lipschitz.estimate.spectral_norm`);
 * ``estimate``: the larger of that and a short gradient ascent of :math:`\|J(X)\|_2` from :math:`H_l`
   (:func:`~lipgnn.lipschitz.estimate.maximise_jacobian_norm`), a lower bound on :math:`\mathrm{Lip}_2`;
-* ``bound``: LipschitzNorm's upper bound (:func:`~lipgnn.lipschitz.bounds.graph_layer_bound`;
+* ``bound``: LipschitzNorm's upper bound (:func:`~lipgnn.nn.lipschitz_bounds.graph_layer_bound`;
   ``inf`` where none holds).
 
 The whole network's estimate is :math:`\|J(X_0)\|_2` of the block stack at the encoder output
@@ -25,8 +25,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from lipgnn.lipschitz.bounds import graph_layer_bound
 from lipgnn.lipschitz.estimate import lower_bound_at, spectral_norm
+from lipgnn.nn.lipschitz_bounds import graph_layer_bound
 
 
 def _conv_fn(block: torch.nn.Module, edge_index: Tensor, edge_attr: Tensor | None,

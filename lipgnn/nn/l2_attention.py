@@ -123,7 +123,7 @@ class L2MultiheadAttention(nn.Module):
         heads = p @ xv  # [B, H, Nq, D/H]
         out = heads.transpose(1, 2).reshape(xb.size(0), -1, self.embed_dim) @ self.o_weight
         if self.contractive:
-            from lipgnn.lipschitz.bounds import l2_mha_bound
+            from lipgnn.nn.lipschitz_bounds import l2_mha_bound
 
             out = out / l2_mha_bound(self, xb.size(1), "inf")
         return out[0] if single else out

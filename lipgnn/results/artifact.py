@@ -3,7 +3,7 @@
 Each module ``lipgnn/results/artifacts/<paper>/<name>.py`` defines a module-level ``ARTIFACT``; the engine
 finds them by walking the folders (files starting with ``_`` are helpers) and ``make tables|figures|report``
 loop over that registry. Every callable
-receives ONE DataFrame: the records of ``experiments`` (``lipgnn.results.store.load_records``) concatenated,
+receives ONE DataFrame: the records of ``experiments`` (``lipgnn.store.load_records``) concatenated,
 one row per record, with a ``diagnostics`` column (the free-form payload of diagnostic records) and a
 ``config`` column (the full config dict).
 

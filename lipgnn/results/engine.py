@@ -13,7 +13,7 @@ import pandas as pd
 from lipgnn.results import registry
 from lipgnn.results.artifact import Artifact
 from lipgnn.results.grid import check_grid
-from lipgnn.results.store import load_records
+from lipgnn.store import load_records
 
 
 class Loader:

@@ -28,7 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from lipgnn.config import CONF_DIR
 from lipgnn.identity import NEUTRAL, NON_IDENTITY_KEYS, get_dotted
-from lipgnn.results.records import IGNORED_CONFIG_KEYS
+from lipgnn.store.records import IGNORED_CONFIG_KEYS
 from lipgnn.sweep import grid_of, sub_sweeps
 
 # Groups whose YAML is placed under its own name (the others in conf/ are ``@package _global_``).
@@ -318,7 +318,7 @@ def check_grid(df: pd.DataFrame, conf_dir: Path | None = None) -> GridCheck:
 
 def point_keys(point: Mapping[str, Any]) -> dict[str, Any]:
     """The table/figure coordinates a declared point fixes (absent ones are not fixed by the sweep)."""
-    from lipgnn.results.records import variant_label
+    from lipgnn.store.records import variant_label
 
     out: dict[str, Any] = {}
     if "model.name" in point:

@@ -42,9 +42,9 @@ from lipgnn.results.render.text import claims_table, effect_text, md_cell, md_ta
 from lipgnn.results.reporting import dirty_ids, short_commit, summary
 from lipgnn.results.stats import LEGEND as STATS_LEGEND
 from lipgnn.results.stats import LEVEL, MIN_SEEDS, bh_adjusted, holm_adjusted, seed_rule
-from lipgnn.results.store import _atomic_write_text, record_paths
 from lipgnn.results.verdict import DECISIVE as SCALE_DECISIVE
 from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, HOLDS_IN_PART, TIE, Claim
+from lipgnn.store import _atomic_write_text, record_paths
 
 log = logging.getLogger("lipgnn.results")
 

@@ -1,7 +1,7 @@
 """Run records back from W&B: ``lipgnn pull-wandb ENTITY/PROJECT`` (W&B's public API).
 
 A ``logger=wandb`` run uploads its record as the run's file ``lipgnn_record.json``: the bytes
-:func:`~lipgnn.results.store.write_record` writes into the results folder. Where a sweep's jobs wrote their
+:func:`~lipgnn.store.write_record` writes into the results folder. Where a sweep's jobs wrote their
 records to folders the reporting machine cannot read (node-local disks, another cluster), this module brings
 them back into ``results_dir/runs/<experiment>/``, where ``make tables`` and ``make report`` read them:
 
@@ -27,7 +27,7 @@ from typing import Any
 
 from lipgnn.config import AD_HOC_EXPERIMENT
 from lipgnn.errors import LipgnnError
-from lipgnn.results.store import read_record, record_text, run_record_path
+from lipgnn.store import read_record, record_text, run_record_path
 from lipgnn.train.loggers import RECORD_FILE
 
 __all__ = ["OUTCOMES", "PullError", "describe", "pull_records"]

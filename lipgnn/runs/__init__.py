@@ -13,7 +13,8 @@ Every kind is launched, resumed (a rerun skips finished records and resumes chec
 (``lipgnn sweep-status``, which asks :func:`job_id`) and summarised the same way.
 """
 
+from lipgnn.runs.kinds import job_kind
 from lipgnn.runs.layer import checkpoint_path, import_record, job_id, run
-from lipgnn.runs.registry import Job, JobKind, job_kind, register_job_kind
+from lipgnn.runs.registry import Job, JobKind, register_job_kind
 
 __all__ = ["Job", "JobKind", "checkpoint_path", "import_record", "job_id", "job_kind", "register_job_kind", "run"]

@@ -2,7 +2,7 @@
 
 compose (:func:`lipgnn.config.compose`, Hydra) → validate (:func:`lipgnn.config.validate` and the kind's own
 checks) → identity (the kind's run id) → skip a finished record → lock the run id → resume or start → compute
-(the kind) → write the record (atomically; :func:`lipgnn.results.store.write_record`, called here and nowhere
+(the kind) → write the record (atomically; :func:`lipgnn.store.write_record`, called here and nowhere
 else for run records).
 
 * A bad config or a missing dataset raises :class:`~lipgnn.errors.LipgnnError` before anything is written.
@@ -14,7 +14,7 @@ else for run records).
   aside into ``<results_dir>/quarantine/`` and named in the record (``checkpoint_discarded``).
 * Any other exception leaves a failure record (``<run_id>.failed.json``) so a sweep shows what to rerun.
 * A record that cannot be written (a full disk, a vanished folder) is kept where a rerun finds it
-  (:mod:`lipgnn.train.pending`); the rerun writes it without computing again.
+  (:mod:`lipgnn.store.pending`); the rerun writes it without computing again.
 """
 
 from __future__ import annotations
@@ -35,9 +35,10 @@ from omegaconf import DictConfig
 from lipgnn.config import resolve_threads, validate
 from lipgnn.errors import ConfigError, LipgnnError, RecordNotWritten, RunInProgress, RunInterrupted
 from lipgnn.provenance import loaded_commit, versions
-from lipgnn.runs.registry import Job, JobKind, job_kind
-from lipgnn.train import pending
-from lipgnn.train.checkpoint import InvalidCheckpoint, load_checkpoint, read_header
+from lipgnn.runs.kinds import job_kind
+from lipgnn.runs.registry import Job, JobKind
+from lipgnn.store import pending
+from lipgnn.store.checkpoint import InvalidCheckpoint, load_checkpoint, read_header
 
 log = logging.getLogger("lipgnn")
 
@@ -51,7 +52,7 @@ def job_id(cfg: DictConfig) -> str:
 
 
 def checkpoint_path(cfg: DictConfig, run_id: str) -> Path:
-    from lipgnn.results.store import checkpoint_file
+    from lipgnn.store import checkpoint_file
 
     return checkpoint_file(str(cfg.results_dir), str(cfg.experiment_name), run_id)
 
@@ -67,7 +68,7 @@ def _check_writable(cfg: DictConfig) -> None:
 
 def _quarantine(cfg: DictConfig, run_id: str, ckpt_path: Path, why: str) -> dict[str, str]:
     """Move an invalid checkpoint aside (never delete it) and say so in one line; returns the record's note."""
-    from lipgnn.results.store import quarantine_dir
+    from lipgnn.store import quarantine_dir
 
     folder = quarantine_dir(str(cfg.results_dir), str(cfg.experiment_name))
     target = folder / f"{run_id}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}.ckpt"
@@ -118,7 +119,7 @@ def run(cfg: DictConfig, *, progress: bool | None = None, parallel_jobs: int = 1
     ``parallel_jobs`` (the local launcher's n_jobs) sizes ``train.num_threads=auto``. One process at a time
     runs a run id (a lock beside the records); a second launch of the same run says so and stops.
     """
-    from lipgnn.results.store import run_record_path
+    from lipgnn.store import run_record_path
 
     kind = job_kind(cfg)
     settings = validate(cfg)
@@ -145,7 +146,7 @@ def run(cfg: DictConfig, *, progress: bool | None = None, parallel_jobs: int = 1
 
 def _acquire(results_dir: str | os.PathLike, experiment: str, run_id: str) -> FileLock:
     """The run id's lock, held (one per run id, under ``<results_dir>/locks/``), or RunInProgress in one line."""
-    from lipgnn.results.store import lock_file
+    from lipgnn.store import lock_file
 
     lock = FileLock(lock_file(str(results_dir), experiment, run_id), timeout=0)
     try:
@@ -160,7 +161,7 @@ def import_record(results_dir: str | os.PathLike, record: dict[str, Any]) -> Pat
     """Write a record produced elsewhere (pulled back from W&B, re-keyed by ``scripts/migrate_run_ids.py``) at
     its run id's path, under the lock a running job of that id holds: the record tools write through the same
     lock and the same atomic writer as the run layer, never beside a job that is writing its own record."""
-    from lipgnn.results.store import write_record
+    from lipgnn.store import write_record
 
     lock = _acquire(results_dir, str(record["experiment"]), str(record["run_id"]))
     try:
@@ -172,7 +173,7 @@ def import_record(results_dir: str | os.PathLike, record: dict[str, Any]) -> Pat
 def finished_record(record_path: Path) -> dict[str, Any] | None:
     """The record at ``record_path`` if its run finished (completed or diverged: never redone, unless
     ``overwrite=true``); None when it is absent or failed (a failed run is retried)."""
-    from lipgnn.results.store import read_record
+    from lipgnn.store import read_record
 
     existing = read_record(record_path) if record_path.is_file() else None
     return existing if existing is not None and existing.get("status") in FINISHED else None
@@ -189,7 +190,7 @@ def _finished(record_path: Path) -> dict[str, Any] | None:
 
 def _run_locked(kind: JobKind, cfg: DictConfig, settings: Any, run_id: str, progress: bool | None,
                 parallel_jobs: int) -> dict[str, Any]:
-    from lipgnn.results.store import SCHEMA_VERSION, write_failure_record
+    from lipgnn.store import SCHEMA_VERSION, write_failure_record
 
     ckpt_path = checkpoint_path(cfg, run_id)
     resume_state, discarded = _prepare_checkpoint(cfg, run_id, ckpt_path) if kind.checkpoints else (None, None)
@@ -226,9 +227,9 @@ def _run_locked(kind: JobKind, cfg: DictConfig, settings: Any, run_id: str, prog
 def _write(kind: JobKind, cfg: DictConfig, record: dict[str, Any], ckpt_path: Path,
            kept_from: str | None = None) -> dict[str, Any]:
     """Write the finished job's record, then drop its checkpoint. If the record cannot be written (a full disk,
-    a vanished folder), the result is kept where a rerun finds it (:mod:`lipgnn.train.pending`) and the job
+    a vanished folder), the result is kept where a rerun finds it (:mod:`lipgnn.store.pending`) and the job
     ends with one line naming both places."""
-    from lipgnn.results.store import write_record
+    from lipgnn.store import write_record
 
     try:
         path = write_record(cfg.results_dir, record)

@@ -4,15 +4,15 @@ A kind is a :class:`JobKind` subclass decorated with :func:`register_job_kind`. 
 (:mod:`lipgnn.runs.layer`) does everything around it; a kind supplies only
 
 * :meth:`JobKind.compute`: the record's fields beyond the common ones (status, numbers, diagnostics);
-* where its records differ from a training run's: its id (:meth:`JobKind.run_id`, always through
-  :func:`lipgnn.identity.run_id`), the config its record stores (:meth:`JobKind.record_config`), its own
+* where its records differ from a training run's: its id (:meth:`JobKind.run_id`: the kind owns its format, built
+  on :func:`lipgnn.identity.identity_config` so that a key that does not change the numbers never changes an id),
+  the config its record stores (:meth:`JobKind.record_config`), its own
   checks (:meth:`JobKind.validate`), whether it resumes through checkpoints (:attr:`JobKind.checkpoints`),
   and the line printed when it finishes (:meth:`JobKind.summary`).
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,9 +20,7 @@ from typing import Any, ClassVar
 
 from omegaconf import DictConfig, OmegaConf
 
-from lipgnn.errors import ConfigError
-
-__all__ = ["KINDS", "Job", "JobKind", "declared_kind", "job_kind", "register_job_kind"]
+__all__ = ["KINDS", "Job", "JobKind", "declared_kind", "register_job_kind"]
 
 
 @dataclass
@@ -88,15 +86,6 @@ def register_job_kind(name: str) -> Callable[[type[JobKind]], type[JobKind]]:
         return cls
 
     return register
-
-
-def job_kind(cfg: DictConfig | str) -> JobKind:
-    """The registered kind of a composed config (its ``kind`` key) or of a name."""
-    importlib.import_module("lipgnn.runs.kinds")  # registers the suite's kinds
-    name = cfg if isinstance(cfg, str) else str(cfg.get("kind") or "training")
-    if name not in KINDS:
-        raise ConfigError(f"kind={name} is not a job kind; use one of: {', '.join(sorted(KINDS))}")
-    return KINDS[name]
 
 
 def declared_kind(experiment: str) -> str:

@@ -67,7 +67,7 @@ class WandbLogger:
     def finish(self, summary: dict[str, Any], status: str, record: dict[str, Any] | None = None) -> None:
         self._run.summary.update({**summary, "status": status})
         if record is not None:
-            from lipgnn.results.store import record_text
+            from lipgnn.store import record_text
 
             path = Path(self._run.dir) / RECORD_FILE
             path.write_text(record_text(record), encoding="utf-8")

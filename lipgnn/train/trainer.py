@@ -32,8 +32,8 @@ from tqdm.auto import tqdm
 from lipgnn.config import typed
 from lipgnn.config_schema import TrainConfig
 from lipgnn.errors import ConfigError
+from lipgnn.store.checkpoint import load_checkpoint, restore_rng_state, rng_state, save_checkpoint
 from lipgnn.train import faults
-from lipgnn.train.checkpoint import load_checkpoint, restore_rng_state, rng_state, save_checkpoint
 from lipgnn.train.cuda_graph import GraphedStep, lr_in_tensor
 from lipgnn.train.flat_adam import FlatAdam, flat_adam_applies
 from lipgnn.train.loggers import NullLogger, RunLogger

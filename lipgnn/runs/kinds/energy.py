@@ -1,7 +1,7 @@
 r"""The ``energy`` job kind: energies of untrained models (Guan & He Tables 2, 4, 6 and Figs. 1, 4).
 
 For one composed config (model, dataset, depth, seed) the model is built exactly as a training run builds it
-(:mod:`lipgnn.runs.kinds.training`: seed, load the data, re-seed, build), put in eval mode, and traced by
+(:func:`lipgnn.seeding.start`: seed, load the data, re-seed, build), put in eval mode, and traced by
 forward hooks; the record holds the energies
 
 .. math::
@@ -14,7 +14,7 @@ Nothing is trained (``train.epochs`` is not read). A job is a cheap unit: a reru
 
 Options of the measurement live in the config's ``energy`` node (set by ``conf/experiment/gh_energy.yaml``;
 absent → defaults): ``energy.features`` = ``raw`` (the loaders' features) | ``row`` (row-normalised, PyG's
-``NormalizeFeatures``); they are part of the run id (:func:`lipgnn.identity.run_id` with ``energy=``). The
+``NormalizeFeatures``); they are part of the run id (:func:`energy_id`). The
 weight initialisation is the model's own ``model.init`` where the model has it.
 
     python train.py -m experiment=gh_energy budget=cpu
@@ -33,13 +33,14 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from lipgnn.errors import ConfigError
+from lipgnn.identity import identity_config, loose_digest, plain
 from lipgnn.runs.registry import Job, JobKind, register_job_kind
 
 FEATURES: tuple[str, ...] = ("raw", "row")
 DEFAULT_OPTIONS: dict[str, Any] = {"features": "raw"}
 # One graph at a time, kept across the jobs of a sweep in this process (grids iterate datasets in blocks):
-# (dataset node, features) -> (data, spec, GraphMeasure). Only x and edge_index are read, the same for any seed.
-_GRAPH: dict[str, tuple[Any, Any, Any]] = {}
+# (dataset node, features) -> (TaskData, GraphMeasure). Only x and edge_index are read, the same for any seed.
+_GRAPH: dict[str, tuple[Any, Any]] = {}
 
 
 def energy_options(cfg: DictConfig) -> dict[str, Any]:
@@ -57,37 +58,49 @@ def energy_options(cfg: DictConfig) -> dict[str, Any]:
     return options
 
 
-def load_graph(cfg: DictConfig, settings: Any = None) -> tuple[Any, Any]:
-    """``(data, spec)``: the dataset's full graph (``x``, ``edge_index``) and its DataSpec (``settings``: ``cfg`` as
-    :func:`lipgnn.config.typed` gives it, when the caller has it)."""
-    from lipgnn.config import typed
-    from lipgnn.data import load
+def energy_id(cfg: DictConfig | Mapping[str, Any], options: Mapping[str, Any]) -> str:
+    """An energy measurement's record id: model, layer norm, nonlocal, norm, init, dataset, features, depth, seed +
+    hash of the training identity (:func:`lipgnn.identity.identity_config`) and the validated ``options``."""
+    tree = plain(cfg)
+    model, dataset = tree.get("model", {}), tree.get("dataset", {})
+    parts = [str(model.get("name"))]
+    if model.get("layer_norm", "none") != "none":
+        parts.append(f"{model['layer_norm']}ln")
+    if model.get("nonlocal"):
+        parts.append("nl")
+    if tree["norm"]["name"] != "none":
+        parts.append(str(tree["norm"]["name"]))
+    if model.get("init"):
+        parts.append(str(model["init"]))
+    hashed = {**identity_config(tree), "energy": dict(options)}
+    parts += [str(dataset.get("name")), str(options["features"]), f"L{tree.get('depth')}", f"s{tree.get('seed')}",
+              loose_digest(hashed)]
+    return "-".join(parts)
 
-    task = load((settings or typed(cfg)).dataset, int(cfg.seed))
-    return next(iter(task.eval_batches())), task.spec
+
+def build_untrained(cfg: DictConfig, settings: Any = None) -> tuple[torch.nn.Module, Any]:
+    """``(model, data)`` as a training run of ``cfg`` would start (:func:`lipgnn.seeding.start`), in eval mode;
+    ``data`` is the dataset's full graph (``settings``: ``cfg`` as :func:`lipgnn.config.validate` gives it, when
+    the caller has it)."""
+    from lipgnn.config import validate
+
+    model, data, _ = _untrained(cfg, validate(cfg) if settings is None else settings)
+    return model, data
 
 
-def build_untrained(cfg: DictConfig, data: Any = None, spec: Any = None,
-                    settings: Any = None) -> tuple[torch.nn.Module, Any]:
-    """``(model, data)`` as a training run of ``cfg`` would start: seed, load, re-seed, build; eval mode
-    (``settings``: ``cfg`` as :func:`lipgnn.config.typed` gives it, when the caller has it)."""
-    from torch_geometric import seed_everything
+def _untrained(cfg: DictConfig, settings: Any, task: Any = None) -> tuple[torch.nn.Module, Any, Any]:
+    """``(model, data, task)``: the model in eval mode, the full graph (row-normalised with
+    ``energy.features=row``) and the loaded dataset (``task``: one loaded before, not loaded again)."""
     from torch_geometric.transforms import NormalizeFeatures
 
-    from lipgnn.config import validate
-    from lipgnn.models import build_model
+    from lipgnn.seeding import start
 
     options = energy_options(cfg)
-    if settings is None:  # a caller outside the run layer (which has validated and converted it)
-        settings = validate(cfg)
-    seed_everything(int(cfg.seed))
-    if data is None:
-        data, spec = load_graph(cfg, settings)
+    model, task = start(settings, task=task)
+    data = next(iter(task.eval_batches()))
     if options["features"] == "row":
         data = NormalizeFeatures()(data.clone())
-    seed_everything(int(cfg.seed))
-    model = build_model(settings.model, settings.norm, spec, int(cfg.depth))
-    return model.eval(), data
+    return model.eval(), data, task
 
 
 @register_job_kind("energy")
@@ -96,9 +109,7 @@ class Energy(JobKind):
         energy_options(cfg)
 
     def run_id(self, cfg: DictConfig) -> str:
-        from lipgnn.identity import run_id
-
-        return run_id(cfg, energy=energy_options(cfg))
+        return energy_id(cfg, energy_options(cfg))
 
     def record_config(self, cfg: DictConfig) -> dict[str, Any]:
         return {**super().record_config(cfg), "energy": energy_options(cfg)}
@@ -112,12 +123,12 @@ class Energy(JobKind):
         gc_pause.resume()
         started = time.time()
         key = json.dumps([OmegaConf.to_container(cfg.dataset, resolve=True), energy_options(cfg)], sort_keys=True)
-        if key not in _GRAPH:
+        cached = _GRAPH.get(key)
+        model, data, task = _untrained(cfg, job.settings, None if cached is None else cached[0])
+        if cached is None:
             _GRAPH.clear()
-            data, spec = load_graph(cfg, job.settings)
-            _GRAPH[key] = (data, spec, GraphMeasure(data.edge_index, int(data.num_nodes)))
-        data, spec, graph = _GRAPH[key]
-        model, data = build_untrained(cfg, data, spec, job.settings)
+            cached = _GRAPH[key] = (task, GraphMeasure(data.edge_index, int(data.num_nodes)))
+        graph = cached[1]
         profile = energy_profile(model, data, graph, dirichlet_every_layer=False)
         width = profile.pop("width")
         final = profile["laplacian"][-1]

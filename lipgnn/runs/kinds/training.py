@@ -1,9 +1,9 @@
 """The ``training`` job kind (every experiment that declares no other): train one model, record its curves.
 
-seed → load the data → re-seed → build the model → fit (:class:`lipgnn.train.trainer.Trainer`, with the
-checkpoint the run layer validated) → the record: status, history, best and last epochs, wall time and what
-ran (device, implementation, threads). ``log.energy`` / ``log.diagnose`` add the traced diagnostics
-(:func:`lipgnn.diagnostics.probe.fit_traced`).
+The data and the model as every run starts them (:func:`lipgnn.seeding.start`) → fit
+(:class:`lipgnn.train.trainer.Trainer`, with the checkpoint the run layer validated) → the record: status,
+history, best and last epochs, wall time and what ran (device, implementation, threads). ``log.energy`` /
+``log.diagnose`` add the traced diagnostics (:func:`lipgnn.diagnostics.probe.fit_traced`).
 """
 
 from __future__ import annotations
@@ -57,12 +57,9 @@ class Training(JobKind):
 
 def train(job: Job, after_fit: AfterFit | None = None) -> dict[str, Any]:
     """Train ``job.cfg`` and return the record's fields; ``after_fit`` adds diagnostics of the fitted model."""
-    from torch_geometric import seed_everything
-
-    from lipgnn.data import load
     from lipgnn.diagnostics.probe import fit_traced
-    from lipgnn.models import build_model
     from lipgnn.models.builder import resolve_impl
+    from lipgnn.seeding import start
     from lipgnn.train import gc_pause
     from lipgnn.train.allocator import is_tuned, tune_malloc
     from lipgnn.train.faults import maybe_raise
@@ -74,22 +71,18 @@ def train(job: Job, after_fit: AfterFit | None = None) -> dict[str, Any]:
     # Before the data and the model: their allocations come from the heap the settings govern. Process-wide:
     # a job with malloc_tuning=false after one with true still runs (and is recorded) tuned.
     malloc_tuned = tune_malloc() if cfg.train.malloc_tuning else is_tuned()
-    seed_everything(int(cfg.seed))
     device = resolve_device(str(cfg.device))
     # The heavy imports are done: what is alive now lives as long as the process
     # (lipgnn.train.gc_pause). The data and the model stay out of the frozen set, so that a sweep's later
     # jobs can collect this job's cycles.
     gc_pause.resume()
     settings = job.settings
-    task = load(settings.dataset, int(cfg.seed))
-    # Re-seed: loading may or may not draw random numbers (a cache hit draws none), and the model's
-    # initialisation must not depend on which path the data took.
-    seed_everything(int(cfg.seed))
     model_cfg = settings.model
     if settings.train.cuda_graphs and model_cfg.impl == "auto":
         # A captured step needs the fused layers (PyG's ask the host for sizes), whatever auto would pick.
         model_cfg = dataclasses.replace(model_cfg, impl="fused")
-    model = build_model(model_cfg, settings.norm, task.spec, int(cfg.depth), device=device).to(device)
+    model, task = start(settings, model=model_cfg, device=device)
+    model = model.to(device)
     # The record names the implementation that ran (model.impl=auto resolves by device; not part of the
     # run's identity, since both are tested equal).
     job.base["config"]["model"]["impl"] = resolve_impl(str(model_cfg.impl), str(cfg.model.name), device,

@@ -21,7 +21,7 @@ import pandas as pd
 from lipgnn.results.artifact import Artifact
 from lipgnn.results.frames import energy_frame, sci
 from lipgnn.results.plotting import legend
-from lipgnn.results.store import variant_label
+from lipgnn.store import variant_label
 
 VARIANTS: tuple[str, ...] = ("GAT", "GAT-Pn", "GAT-Ln", "GAT-Lip", "GT", "GT-Lip", "SAN-Lip")
 

@@ -26,8 +26,8 @@ from lipgnn.results.artifacts.guan_he._common import PAPER, table_files
 from lipgnn.results.grid import declared_sweeps
 from lipgnn.results.plotting import legend
 from lipgnn.results.protocol import partial_text, select_best, with_selected_metrics
-from lipgnn.results.records import label_extras
 from lipgnn.results.render.text import fmt_value, joined, md_table
+from lipgnn.store.records import label_extras
 
 NAME = "gh_fig6_nonlocal"
 EXPERIMENT = "fig6_nonlocal"

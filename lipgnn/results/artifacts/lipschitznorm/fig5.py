@@ -36,12 +36,12 @@ from lipgnn.results.artifacts.lipschitznorm._summary import by_verdict
 from lipgnn.results.grid import declared_sweeps, expected_runs, point_keys
 from lipgnn.results.labels import NOT_RUN_BUDGET
 from lipgnn.results.protocol import full_grid_size, with_selected_metrics
-from lipgnn.results.records import variant_label
 from lipgnn.results.render.text import fmt_value, md_table, pct
 from lipgnn.results.reporting import Finding, Findings, both, dirty_ids, on_scale, runs_line
 from lipgnn.results.stats import LEGEND as VERDICT_LEGEND
 from lipgnn.results.stats import MIN_SEEDS, with_budget
 from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, NOT_RUN, Claim
+from lipgnn.store.records import variant_label
 
 if TYPE_CHECKING:
     import matplotlib.figure
