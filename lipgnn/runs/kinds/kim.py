@@ -36,6 +36,10 @@ class Kim(JobKind):
     def validate(self, cfg: DictConfig) -> None:
         unit(cfg)
 
+    def check_inputs(self, cfg: DictConfig, settings: Any) -> None:
+        if str(cfg.experiment_name) == "lip_estimates":  # the only kim experiment that reads a dataset
+            super().check_inputs(cfg, settings)
+
     def run_id(self, cfg: DictConfig) -> str:
         from lipgnn.identity import run_id
 
