@@ -10,6 +10,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from lipgnn import numerics
 from lipgnn.config import CONF_DIR
 from lipgnn.errors import LipgnnError, RunInterrupted
 from lipgnn.sweep import check_command_line
@@ -61,6 +62,7 @@ def where(overrides: list[str]) -> str:
 
 def train_main() -> None:
     argv = sys.argv[1:]
+    numerics.start(argv)  # numerics=portable: the libraries' pins, set before they load (a restart when needed)
     if "--where" in argv:  # the resolved paths of one run, nothing trained
         try:
             print(where([a for a in argv if a != "--where"]))

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import platform
 import sys
 import time
 from pathlib import Path
@@ -34,6 +33,7 @@ import torch
 from lipgnn.config import compose
 from lipgnn.docs import LAST_LINE, last_line, sci  # noqa: F401 (LAST_LINE: the form scripts read)
 from lipgnn.errors import DatasetNotFoundError
+from lipgnn.numerics import cpu
 
 RESULTS = Path(".cache/demo")
 DEPTH = 15
@@ -162,17 +162,6 @@ def plot(records: list[dict[str, Any]], where: str, out: Path) -> Path:
     return path
 
 
-def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo`` on Linux, else :func:`platform.processor`)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def main(argv: list[str] | None = None) -> int:
     from lipgnn.provenance import git_commit
 
@@ -201,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
           f"they stay bounded (Theorem 3) and the same network learns.\nPlot saved to {path}")
     seconds = time.perf_counter() - start
     summary = {"schema": 1, "where": where, "seed": args.seed, "depth": DEPTH, "epochs": EPOCHS, "threads": 1,
-               "git_commit": commit, "cpu": cpu_model(), "wall_time_s": round(seconds, 1),
+               "git_commit": commit, "cpu": cpu()["model"], "wall_time_s": round(seconds, 1),
                "gat": gat, "gat_lip": lip}
     (args.out / "demo.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(last_line(gat, lip, seconds))

@@ -29,8 +29,8 @@ def check(dataset_cfg: Any) -> None:
     from pathlib import Path
 
     cfg = typed(dataset_cfg, "dataset")
-    root = getattr(cfg, "root", None)
-    if root is not None and Path(root).expanduser().exists() and not Path(root).expanduser().is_dir():
+    root = Path(cfg.root).expanduser() if hasattr(cfg, "root") else None  # TREES are generated: no root
+    if root is not None and root.exists() and not root.is_dir():
         raise DatasetNotFoundError(f"dataset.root={root} is a file, not a folder; set dataset.root or LIPGNN_DATA "
                                    "to the folder holding the datasets")
     if cfg.kind == "pyg":

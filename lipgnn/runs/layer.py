@@ -34,6 +34,7 @@ import torch
 from filelock import SoftFileLock, Timeout
 from omegaconf import DictConfig
 
+from lipgnn import numerics
 from lipgnn.config import resolve_threads, validate
 from lipgnn.errors import ConfigError, LipgnnError, RecordNotWritten, RunInProgress, RunInterrupted
 from lipgnn.provenance import loaded_commit, versions
@@ -131,6 +132,7 @@ def run(cfg: DictConfig, *, progress: bool | None = None, parallel_jobs: int = 1
     if existing is not None and not cfg.overwrite:
         return existing
     _check_writable(cfg)
+    numerics.check(str(cfg.get("numerics") or "native"))
     kind.check_inputs(cfg, settings)
     lock = _acquire(cfg.results_dir, str(cfg.experiment_name), run_id)
     try:
@@ -205,17 +207,20 @@ def _run_locked(kind: JobKind, cfg: DictConfig, settings: Any, run_id: str, prog
     resume_state, discarded = _prepare_checkpoint(cfg, run_id, ckpt_path) if kind.checkpoints else (None, None)
     earlier = float((resume_state or {}).get("wall_time_s") or 0.0)  # the wall time of its earlier segments
     threads = resolve_threads(cfg.train.num_threads, parallel_jobs)
+    torch.set_num_threads(threads)
     config = kind.record_config(cfg)
+    if isinstance(config.get("train"), dict):  # the count used, not `auto`: what a rerun composes
+        config["train"]["num_threads"] = threads
     base = {
         "schema": SCHEMA_VERSION, "run_id": run_id, "experiment": str(cfg.experiment_name), "config": config,
         "seed": int(cfg.seed), "versions": versions(), "git_commit": loaded_commit(), "num_threads": threads,
+        "numerics": numerics.environment(threads),
     }
     if discarded is not None:
         base["checkpoint_discarded"] = discarded
     job = Job(cfg=cfg, settings=settings, run_id=run_id, base=base, started=time.time() - earlier, threads=threads,
               progress=progress,
               checkpoint=ckpt_path, resume_state=resume_state)
-    torch.set_num_threads(threads)
     try:
         record = {**job.base, **kind.compute(job)}
     except LipgnnError:
