@@ -91,6 +91,10 @@ def main(argv: list[str] | None = None) -> int:
         from lipgnn.diagnostics.cli import main as energy_main
 
         return energy_main(argv[1:])
+    if argv[:1] == ["verify"]:  # its own parser: records to rerun and how
+        from lipgnn.verify import main as verify_main
+
+        return verify_main(argv[1:])
     if argv[:1] == ["diagnose"]:  # its own parser: a factory and Hydra-style overrides
         from lipgnn.diagnostics.diagnose_cli import main as diagnose_main
 
@@ -98,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="lipgnn", description="lipgnn utilities")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("energy", help="per-layer energies of an untrained model (Guan & He §2): lipgnn energy --help")
+    sub.add_parser("verify", help="rerun committed records on this machine and report whether they reproduce: "
+                                  "lipgnn verify --help")
     sub.add_parser("diagnose", help="per-layer energies, MAD, gradients, Lipschitz bounds of a suite model or "
                                     "your own (file.py:factory): lipgnn diagnose --help")
     status = sub.add_parser("sweep-status", help="runs done / diverged / failed / missing for an experiment")

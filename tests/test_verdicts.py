@@ -277,7 +277,7 @@ def test_protocol_distance_by_hand() -> None:
 def test_a_decisive_verdict_on_a_record_from_uncommitted_code_is_marked_and_listed(tmp_path: Path,
                                                                                     conf: Path) -> None:
     """One GAT-res record written with uncommitted changes: the "holds" it supports is marked in the index and the
-    dirty block names the record as scripts/rerun_records.py takes it (<experiment>/<run id>)."""
+    dirty block names the record as lipgnn verify takes it (<experiment>/<run id>)."""
     write(tmp_path, [0.70, 0.72, 0.74], [0.60, 0.61, 0.65])
     rec = record("none", True, 1, 0.61)
     rec["git_commit"] = "b" * 40 + "-dirty"
