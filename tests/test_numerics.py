@@ -15,6 +15,7 @@ from lipgnn.config import compose
 from lipgnn.errors import ConfigError
 from lipgnn.identity import run_id
 from lipgnn.runs import run
+from lipgnn.verify import verify
 
 #: masks beyond the portable pins: glibc's own AVX-512 code paths (memcpy, libm) and MKL's instruction cap
 EXTRA_MASKS = {"GLIBC_TUNABLES": "glibc.cpu.hwcaps=-AVX512F,-AVX512BW,-AVX512CD,-AVX512DQ,-AVX512VL",
@@ -74,3 +75,6 @@ def test_a_portable_record_reruns_identically_with_the_hosts_avx512_masked(tmp_p
         assert record["numerics"]["levels"]["aten"] == "AVX2" and record["numerics"]["levels"]["mkl"] == "COMPATIBLE"
         assert record["numerics"]["levels"]["numba"].startswith("haswell (x86-64-v3")
     assert first["run_id"] == masked["run_id"] and first["history"] == masked["history"]
+    # lipgnn verify, from this native process, reruns the portable record in a portable child: identical
+    (row,) = verify([first], tmp_path / "a", impact=False)
+    assert row["numerics"] == "portable" and row["outcome"] == "identical" and row["machine"] == []
