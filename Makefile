@@ -21,7 +21,7 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
-demo: install  ## a 15-layer GAT that fails and a GAT-Lip that trains: gradient norms, curves, a plot (under 1 min after install; results/demo/)
+demo: install  ## a 15-layer GAT that fails and a GAT-Lip that trains: gradient norms, curves, a plot (under 2 min after install on one shared core; results/demo/)
 	$(PY) scripts/demo.py
 
 verify: install  ## rerun committed records here and report whether they reproduce (results/verify/): make verify ARGS="--sample 10" (default) or ARGS="table3/<run id>"

@@ -88,8 +88,9 @@ def demo_block(root: Path) -> str:
     cpus = sorted({r["cpu"] for r in records})
     modes = {r.get("numerics", "native") for r in records}
     numbers = ("The accuracies and gradient norms are portable: the runs pinned every numeric library to x86-64-v3 "
-               "(`numerics=portable`, `lipgnn/numerics.py`), so any x86-64 machine of the last decade prints them "
-               "bit for bit; the times are this machine's." if modes == {"portable"} else
+               "(`numerics=portable`, `lipgnn/numerics.py`), so an x86-64 machine with AVX2 and the same library "
+               "versions (each run record names them) runs the same code paths and prints them bit for bit; the "
+               "times are this machine's." if modes == {"portable"} else
                "The numbers are machine-bound: the runs used the host's instruction set (`numerics=native`), and "
                "another CPU can print other accuracies.")
     return "\n".join([
