@@ -85,6 +85,7 @@ def test_sample_picks_across_experiments_cheapest_first_within_the_budget() -> N
         return {"experiment": experiment, "run_id": f"{experiment}-{seconds}", "wall_time_s": seconds,
                 "status": status}
 
-    records = [rec("a", 1), rec("a", 2), rec("a", 0.5, "diverged"), rec("b", 10), rec("b", 3), rec("c", 500)]
-    assert [r["run_id"] for r in sample(records, 4, budget_s=100)] == ["a-1", "b-3", "a-2", "b-10"]
-    assert [r["run_id"] for r in sample(records, 10, budget_s=20)] == ["a-1", "b-3", "a-0.5"]
+    records = [rec("a", 2), rec("a", 4), rec("a", 1, "diverged"), rec("b", 20), rec("b", 6), rec("c", 1000)]
+    # estimates (1.5 x wall + 10 s): a 13, 16, diverged 11.5; b 19, 40; c 1510
+    assert [r["run_id"] for r in sample(records, 4, budget_s=200)] == ["a-2", "b-6", "a-4", "b-20"]
+    assert [r["run_id"] for r in sample(records, 10, budget_s=45)] == ["a-2", "b-6", "a-1"]
