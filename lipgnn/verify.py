@@ -268,6 +268,18 @@ def machine_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]
     return out
 
 
+def cause(code: Mapping[str, Any], machine: list[str]) -> str:
+    """What can explain a difference: the code (commits touching the numerics), the machine, both, or neither."""
+    commits = code.get("commits")
+    code_changed = commits is None or bool(commits) or bool(code.get("notes"))
+    unknown = bool(machine) and machine[0].startswith("the record names no numeric environment")
+    if unknown:
+        return "code changed; machine not recorded" if code_changed else "machine not recorded; same code"
+    if machine:
+        return "code and machine changed" if code_changed else "machine changed"
+    return "code changed" if code_changed else "same code and machine"
+
+
 # ------------------------------------------------------------------------------------------------ verdicts
 class Impact:
     """Whether a table cell or a verdict changes when one rerun replaces its record: each artifact reading the
@@ -357,6 +369,8 @@ def compare(record: dict[str, Any], new: dict[str, Any], impact: Impact | None, 
         "code": code_changes(str(record.get("git_commit") or "unknown"), root),
         "machine": machine_changes(record, new), "commit": record.get("git_commit"),
     }
+    if diff is not None:
+        row["cause"] = cause(row["code"], row["machine"])
     if impact is not None and diff is not None:
         spread, delta = seed_spread(impact.frame(str(record["experiment"])), record), row["metric"]["delta"]
         row["metric"].update(seed_std=spread, in_spreads=None if delta is None or not spread else abs(delta) / spread)
@@ -417,12 +431,18 @@ def _in_child(records: list[dict[str, Any]], results_dir: Path, replace: bool, t
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     spreads = [r["metric"].get("in_spreads") for r in rows if isinstance(r.get("metric"), dict)
                and r["metric"].get("in_spreads") is not None]
+    deltas = [abs(r["metric"]["delta"]) for r in rows if isinstance(r.get("metric"), dict)
+              and r["metric"].get("delta") is not None and r["metric"].get("record") is not None
+              and abs(r["metric"]["record"]) <= 1]
     return {"rerun": sum(r["outcome"] != "not rerun" for r in rows),
+            "largest_accuracy_change": max(deltas, default=None),
             "identical": sum(r["outcome"] == "identical" for r in rows),
             "different": sum(r["outcome"] == "different" for r in rows),
             "other_threads": sum(r["outcome"].startswith("same numbers") for r in rows),
             "not_rerun": sum(r["outcome"] == "not rerun" for r in rows),
             "largest_change_in_spreads": max(spreads, default=None),
+            "causes": {c: sum(r.get("cause") == c for r in rows) for c in sorted({r["cause"] for r in rows
+                                                                                    if r.get("cause")})},
             "verdicts_changed": sorted({c for r in rows for c in r.get("changes", []) if ": verdict " in c}),
             "table_cells_changed": sorted({c for r in rows for c in r.get("changes", []) if c.endswith("table cell")})}
 
@@ -431,12 +451,19 @@ def _pct(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.1f}" if abs(value) <= 1 else f"{value:.3e}"
 
 
+def _change(value: float, reference: float | None) -> str:
+    """A change in points for an accuracy (a fraction), relative for anything else (an energy)."""
+    if reference is not None and abs(reference) <= 1:
+        return f"{100 * value:+.1f} pt"
+    return f"{100 * value / reference:+.2g} %" if reference else f"{value:+.3g}"
+
+
 def markdown(report: Mapping[str, Any]) -> str:
     s = report["summary"]
     lines = [f"# lipgnn verify: {s['rerun']} record(s) rerun, {s['identical']} identical", "",
              f"Machine: {report['machine']}. Code: `{report['commit']}`. Selection: {report['selection']}. "
              f"Time: {report['wall_time_s']:.0f} s (announced: {report['announced_s']:.0f} s).", "",
-             "| record | kind | threads (record / rerun) | outcome | first difference | metric: record → rerun "
+             "| record | kind | threads (record / rerun) | outcome (cause) | first difference | metric: record → rerun "
              "(Δ / seed sd) | cells and verdicts changed | code changes since its commit | machine changes |",
              "|:---|:---|:---|:---|:---|:---|:---|:---|:---|"]
     for r in report["rows"]:
@@ -444,15 +471,18 @@ def markdown(report: Mapping[str, Any]) -> str:
             lines.append(f"| `{r['record']}` | {r.get('kind', '')} | | not rerun: {r.get('error')} | | | | | |")
             continue
         m, code = r["metric"], r["code"]
-        spread = "" if m.get("in_spreads") is None else f" ({m['in_spreads']:.2f} sd)"
+        spread = "" if not m.get("delta") else f" (Δ {_change(m['delta'], m['record'])}; seed sd " + (
+            "unknown)" if m.get("seed_std") is None else f"{_change(m['seed_std'], m['record'])}" + (
+                f", {m['in_spreads']:.2f} sd)" if m.get("in_spreads") is not None else ")"))
         where = "" if r["first_difference"] is None else (f"epoch {r['first_epoch']}" if r.get("first_epoch")
                                                           else f"`{r['first_difference']}`")
+        outcome = f"{r['outcome']} ({r['cause']})" if r.get("cause") else r["outcome"]
         commits = code.get("commits")
         code_text = ("unknown" if commits is None else f"{len(commits)} commit(s)") + "".join(
             f"; {n}" for n in code.get("notes", []))
         lines.append(f"| `{r['record']}` | {r['kind']} | {r['threads']['record'] or 'unknown'} / "
                      f"{r['threads']['rerun']} | "
-                     f"{r['outcome']} | {where} | {_pct(m['record'])} → {_pct(m['rerun'])}{spread} | "
+                     f"{outcome} | {where} | {_pct(m['record'])} → {_pct(m['rerun'])}{spread} | "
                      f"{'; '.join(r.get('changes', [])) or 'none'} | {code_text} | "
                      f"{'; '.join(r['machine']) or 'none'} |")
     return "\n".join(lines) + "\n"
@@ -471,8 +501,13 @@ def report_block(results_dir: str | os.PathLike) -> str:
             + (f", {s['other_threads']} with the same numbers at another or an unrecorded thread count"
                if s["other_threads"] else "")
             + (f", {s['not_rerun']} not rerun" if s["not_rerun"] else "") + ". "
-            + ("" if worst is None else f"The largest change of a reported metric is {worst:.2f} seed standard "
-               "deviations of its cell. ")
+            + ("" if s.get("largest_accuracy_change") is None else
+               f"The largest change of a reported accuracy is {100 * s['largest_accuracy_change']:.1f} points"
+               + ("" if worst is None else f"; against its cell's seed spread, the largest is {worst:.2f} standard "
+                  "deviations") + ". ")
+            + (f"Table cells changed: {', '.join(s['table_cells_changed'])}. " if s["table_cells_changed"] else "")
+            + ("What can explain the differences: " + "; ".join(f"{n} {c}" for c, n in s["causes"].items()) + ". "
+               if s.get("causes") else "")
             + (f"Verdicts changed: {', '.join(s['verdicts_changed'])}." if s["verdicts_changed"]
                else "No verdict would change.")
             + " Per record: `results/verify/verify.md`.")

@@ -58,6 +58,7 @@ def test_a_difference_is_located_and_weighed_against_the_seed_spread(tmp_path: P
     write_record(tmp_path, tampered)
     (row,) = verify([tampered], tmp_path)
     assert row["outcome"] == "different" and row["first_epoch"] == record["history"]["epoch"][1]
+    assert row["machine"] == [] and row["cause"] in ("same code and machine", "code changed")  # code: a dirty tree
     assert row["metric"]["delta"] == pytest.approx(-0.5) and row["metric"]["seed_std"] is not None
     assert row["metric"]["in_spreads"] == pytest.approx(0.5 / row["metric"]["seed_std"])
     assert read_record(run_record_path(tmp_path, "default", record["run_id"])) == tampered  # not replaced
