@@ -431,11 +431,13 @@ def _in_child(records: list[dict[str, Any]], results_dir: Path, replace: bool, t
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     spreads = [r["metric"].get("in_spreads") for r in rows if isinstance(r.get("metric"), dict)
                and r["metric"].get("in_spreads") is not None]
-    deltas = [abs(r["metric"]["delta"]) for r in rows if isinstance(r.get("metric"), dict)
-              and r["metric"].get("delta") is not None and r["metric"].get("record") is not None
-              and abs(r["metric"]["record"]) <= 1]
+    accuracy = [r for r in rows if isinstance(r.get("metric"), dict) and r["metric"].get("delta") is not None
+                and r["metric"].get("record") is not None and abs(r["metric"]["record"]) <= 1]
+    largest = max(accuracy, key=lambda r: abs(r["metric"]["delta"]), default=None)
     return {"rerun": sum(r["outcome"] != "not rerun" for r in rows),
-            "largest_accuracy_change": max(deltas, default=None),
+            "largest_accuracy_change": None if largest is None else {
+                "record": largest["record"], "delta": largest["metric"]["delta"],
+                "seed_std": largest["metric"].get("seed_std"), "in_spreads": largest["metric"].get("in_spreads")},
             "identical": sum(r["outcome"] == "identical" for r in rows),
             "different": sum(r["outcome"] == "different" for r in rows),
             "other_threads": sum(r["outcome"].startswith("same numbers") for r in rows),
@@ -488,6 +490,16 @@ def markdown(report: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _largest(change: Mapping[str, Any] | None, worst: float | None) -> str:
+    if not change:
+        return ""
+    sd = change.get("seed_std")
+    text = (f"The largest change of a reported accuracy is {100 * change['delta']:+.1f} points (`{change['record']}`; "
+            + ("its cell's seed sd is not known" if sd is None else f"its cell's seed sd is {100 * sd:.1f} points")
+            + ")")
+    return text + (f"; the largest change against its cell's seed sd is {worst:.2f} sd. " if worst else ". ")
+
+
 def report_block(results_dir: str | os.PathLike) -> str:
     """The report's verification section, from ``<results_dir>/verify/verify.json`` (verify's last run)."""
     path = Path(results_dir) / "verify" / "verify.json"
@@ -501,10 +513,7 @@ def report_block(results_dir: str | os.PathLike) -> str:
             + (f", {s['other_threads']} with the same numbers at another or an unrecorded thread count"
                if s["other_threads"] else "")
             + (f", {s['not_rerun']} not rerun" if s["not_rerun"] else "") + ". "
-            + ("" if s.get("largest_accuracy_change") is None else
-               f"The largest change of a reported accuracy is {100 * s['largest_accuracy_change']:.1f} points"
-               + ("" if worst is None else f"; against its cell's seed spread, the largest is {worst:.2f} standard "
-                  "deviations") + ". ")
+            + _largest(s.get("largest_accuracy_change"), worst)
             + (f"Table cells changed: {', '.join(s['table_cells_changed'])}. " if s["table_cells_changed"] else "")
             + ("What can explain the differences: " + "; ".join(f"{n} {c}" for c, n in s["causes"].items()) + ". "
                if s.get("causes") else "")
