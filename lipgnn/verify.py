@@ -504,7 +504,7 @@ def report_block(results_dir: str | os.PathLike) -> str:
     """The report's verification section, from ``<results_dir>/verify/verify.json`` (verify's last run)."""
     path = Path(results_dir) / "verify" / "verify.json"
     if not path.is_file():
-        return "`lipgnn verify` has not been run on these records yet (`make verify` writes `results/verify/`)."
+        return "`lipgnn verify`: not run on these records yet (`make verify` writes `results/verify/`)."
     report = json.loads(path.read_text())
     s = report["summary"]
     worst = s["largest_change_in_spreads"]
