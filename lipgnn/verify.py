@@ -474,7 +474,7 @@ def markdown(report: Mapping[str, Any]) -> str:
             continue
         m, code = r["metric"], r["code"]
         spread = "" if not m.get("delta") else f" (Δ {_change(m['delta'], m['record'])}; seed sd " + (
-            "unknown)" if m.get("seed_std") is None else f"{_change(m['seed_std'], m['record'])}" + (
+            "unknown)" if m.get("seed_std") is None else f"{_change(m['seed_std'], m['record']).lstrip('+')}" + (
                 f", {m['in_spreads']:.2f} sd)" if m.get("in_spreads") is not None else ")"))
         where = "" if r["first_difference"] is None else (f"epoch {r['first_epoch']}" if r.get("first_epoch")
                                                           else f"`{r['first_difference']}`")
