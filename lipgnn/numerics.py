@@ -11,7 +11,8 @@ amplifies those last-bit differences into other accuracies.
 of them to x86-64-v3 (AVX2 + FMA, every x86-64 server and desktop CPU since about 2015) through the variables of
 :data:`PORTABLE`. MKL is the exception: on a CPU that is not Intel's it accepts no ISA branch but ``COMPATIBLE``
 (an ``AVX2`` request is silently ``AUTO`` there), so the portable mode asks MKL for ``COMPATIBLE``, the one branch
-that gives the same results on every x86-64 CPU. The libraries read these variables once, when they load, so the
+that gives the same results on every x86-64 CPU; it is what the portable mode costs (on the bench's 15-layer GAT-Lip
+step the other pins cost nothing measurable). The libraries read these variables once, when they load, so the
 mode is chosen at process start: :func:`start` (called by ``train.py`` and ``lipgnn``) sets them and restarts the
 process when they were not set yet; the run layer refuses a job whose ``numerics`` is not the mode in effect
 (:func:`check`).
