@@ -9,7 +9,7 @@ RESULTS ?= results
 EXP ?= table3
 BUDGET ?= cpu
 
-.PHONY: install demo test test-slow lint tables figures report docs sweep sweep-status summarize bench bench-tiny clean
+.PHONY: install demo verify test test-slow lint tables figures report docs sweep sweep-status summarize bench bench-tiny clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -21,8 +21,11 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
-demo: install  ## a 15-layer GAT that fails and a GAT-Lip that trains: gradient norms, curves, a plot (under 1 min after install; results/demo/)
+demo: install  ## a 15-layer GAT that fails and a GAT-Lip that trains: gradient norms, curves, a plot (under 2 min after install on one shared core; results/demo/)
 	$(PY) scripts/demo.py
+
+verify: install  ## rerun committed records here and report whether they reproduce (results/verify/): make verify ARGS="--sample 10" (default) or ARGS="table3/<run id>"
+	$(VENV)/bin/lipgnn verify --results-dir $(RESULTS) $(if $(ARGS),$(ARGS),--sample 10)
 
 test: install  ## the test suite (CI runs exactly this)
 	$(PY) -m pytest

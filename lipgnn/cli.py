@@ -10,6 +10,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from lipgnn import numerics
 from lipgnn.config import CONF_DIR
 from lipgnn.errors import LipgnnError, RunInterrupted
 from lipgnn.sweep import check_command_line
@@ -61,6 +62,7 @@ def where(overrides: list[str]) -> str:
 
 def train_main() -> None:
     argv = sys.argv[1:]
+    numerics.start(argv)  # numerics=portable: the libraries' pins, set before they load (a restart when needed)
     if "--where" in argv:  # the resolved paths of one run, nothing trained
         try:
             print(where([a for a in argv if a != "--where"]))
@@ -89,6 +91,10 @@ def main(argv: list[str] | None = None) -> int:
         from lipgnn.diagnostics.cli import main as energy_main
 
         return energy_main(argv[1:])
+    if argv[:1] == ["verify"]:  # its own parser: records to rerun and how
+        from lipgnn.verify import main as verify_main
+
+        return verify_main(argv[1:])
     if argv[:1] == ["diagnose"]:  # its own parser: a factory and Hydra-style overrides
         from lipgnn.diagnostics.diagnose_cli import main as diagnose_main
 
@@ -96,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="lipgnn", description="lipgnn utilities")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("energy", help="per-layer energies of an untrained model (Guan & He §2): lipgnn energy --help")
+    sub.add_parser("verify", help="rerun committed records on this machine and report whether they reproduce: "
+                                  "lipgnn verify --help")
     sub.add_parser("diagnose", help="per-layer energies, MAD, gradients, Lipschitz bounds of a suite model or "
                                     "your own (file.py:factory): lipgnn diagnose --help")
     status = sub.add_parser("sweep-status", help="runs done / diverged / failed / missing for an experiment")

@@ -306,6 +306,9 @@ class RootConfig:
     # The experiment's job kind (lipgnn.runs: training | energy | kim | gh_depth) and the kim kind's settings.
     kind: str = text("training")
     kim: Any = field(default=None, metadata={"nullable": True})
+    # Which instruction set the numeric libraries dispatch to (lipgnn.numerics): the host's, or x86-64-v3 pinned so
+    # that a record reruns bit-identically on any x86-64 machine. Fixed at process start; not part of a run's identity.
+    numerics: str = choice("native", "native", "portable")
     model: Any = MISSING
     norm: Any = MISSING
     dataset: Any = MISSING

@@ -90,12 +90,21 @@ def demo_block(root: Path) -> str:
                     f"{sci(lip['grad_norm'])} ({gat['grad_norm'] / lip['grad_norm']:,.0f}x) | "
                     f"{r['wall_time_s']:.0f} s | `{r['git_commit'][:7]}` |")
     cpus = sorted({r["cpu"] for r in records})
+    modes = {r.get("numerics", "native") for r in records}
+    numbers = ("The accuracies and gradient norms are portable: the runs pinned every numeric library to x86-64-v3 "
+               "(`numerics=portable`, `lipgnn/numerics.py`), so an x86-64 machine with AVX2 and the same library "
+               "versions (each run record names them) runs the same code paths and prints them bit for bit; the "
+               "times are this machine's." if modes == {"portable"} else
+               "The numbers are machine-bound: the runs used the host's instruction set (`numerics=native`), and "
+               "another CPU can print other accuracies.")
     return "\n".join([
-        f"Test accuracy of the {first['depth']}-layer models on {first['where']} after {first['epochs']} epochs "
+        f"Test accuracy of the {first['depth']}-layer models on {first['where']} with "
+        f"{first.get('setting', 'the default settings')} after {first['epochs']} epochs "
         "(last epoch, and at the epoch of best validation accuracy), the largest attention-gradient norm over the "
         f"first epochs, and the demo's wall time on one thread of an {', '.join(cpus)} shared with other work "
         "(`results/demo/seed*.json`, from `scripts/demo.py --seed N`):", "", *rows, "",
-        f"Seed {first['seed']}'s last line: `{last_line(first['gat'], first['gat_lip'], first['wall_time_s'])}`"])
+        f"Seed {first['seed']}'s last line: `{last_line(first['gat'], first['gat_lip'], first['wall_time_s'])}`",
+        "", numbers])
 
 
 # ---------------------------------------------------------------------------------------------- bench

@@ -36,6 +36,8 @@ NON_IDENTITY_KEYS: tuple[str, ...] = (
     # The energy kind's options (it adds them to its own ids), the job kind and the kim kind's settings (a kim
     # unit's id hashes its own config): lipgnn.runs.
     "energy", "kind", "kim",
+    # Which instruction set the libraries used (lipgnn.numerics): how the run executed, recorded beside it.
+    "numerics",
 )
 # Keys renamed since records were first written: old dotted name -> new one.
 RENAMED: dict[str, str] = {"norm.variant": "norm.formula"}

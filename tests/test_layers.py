@@ -12,7 +12,7 @@ from test_import_cycles import PKG_ROOT, _module_name, import_graph
 #: bottom to top: the layer's name and the modules (and packages) it holds
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("config", ("lipgnn", "lipgnn.errors", "lipgnn.config_schema", "lipgnn.config", "lipgnn.identity",
-                "lipgnn.provenance")),
+                "lipgnn.provenance", "lipgnn.numerics")),
     ("data", ("lipgnn.data",)),
     ("layers", ("lipgnn.nn",)),
     ("models", ("lipgnn.models",)),
@@ -24,7 +24,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("run layer", ("lipgnn.runs", "lipgnn.sweep")),
     ("analysis", ("lipgnn.results",)),
     ("entry points", ("lipgnn.cli", "lipgnn.slurm", "lipgnn.summarize", "lipgnn.docs", "lipgnn.bench",
-                      "lipgnn.lipschitz.cli", "lipgnn.diagnostics.cli", "lipgnn.diagnostics.diagnose_cli")),
+                      "lipgnn.lipschitz.cli", "lipgnn.diagnostics.cli", "lipgnn.diagnostics.diagnose_cli",
+                      "lipgnn.verify")),
 )
 
 

@@ -206,6 +206,8 @@ def test_exception_in_one_job_is_recorded_and_the_rest_finish(tmp_path: Path) ->
     rerun = run_cli(SWEEP, tmp_path)  # a failed run is retried, finished ones are not
     assert rerun.returncode == 0
     assert {r["status"] for r in _records(tmp_path).values()} == {"completed"}
+    # locks/ holds the runs in progress only: none once the sweep ended, whether its runs completed or failed
+    assert [p for p in (tmp_path / "res" / "locks").rglob("*") if p.is_file()] == []
 
 
 def test_nan_in_one_job_is_a_diverged_record_and_the_sweep_succeeds(tmp_path: Path) -> None:

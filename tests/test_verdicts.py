@@ -358,7 +358,7 @@ def test_a_claims_distance_counts_every_selection_axis_and_names_values_outside_
 def test_a_decisive_verdict_on_a_record_from_uncommitted_code_is_marked_and_listed(tmp_path: Path,
                                                                                     conf: Path) -> None:
     """One GAT-res record written with uncommitted changes: the "holds" it supports is marked in the index and the
-    dirty block names the record as scripts/rerun_records.py takes it (<experiment>/<run id>)."""
+    dirty block names the record as lipgnn verify takes it (<experiment>/<run id>)."""
     write(tmp_path, LIP, RES)
     rec = record("none", True, 1, RES[1])
     rec["git_commit"] = "b" * 40 + "-dirty"

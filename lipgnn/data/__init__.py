@@ -15,10 +15,28 @@ import torch
 from lipgnn.config import typed
 from lipgnn.config_schema import DATASET_KINDS
 from lipgnn.data.spec import DataSpec, TaskData, accuracy
+from lipgnn.errors import DatasetNotFoundError
 
 KINDS = DATASET_KINDS
 
-__all__ = ["DataSpec", "TaskData", "accuracy", "load", "KINDS"]
+__all__ = ["DataSpec", "TaskData", "accuracy", "check", "load", "KINDS"]
+
+
+def check(dataset_cfg: Any) -> None:
+    """What can be checked of a dataset without loading it, so that a bad value stops a run before it writes
+    anything (:mod:`lipgnn.runs.layer` calls this before the run's lock): ``dataset.root`` is not a file, and
+    ``dataset.cls`` names a class of ``torch_geometric.datasets``. One-line errors, as :func:`load` raises."""
+    from pathlib import Path
+
+    cfg = typed(dataset_cfg, "dataset")
+    root = Path(cfg.root).expanduser() if hasattr(cfg, "root") else None  # TREES are generated: no root
+    if root is not None and root.exists() and not root.is_dir():
+        raise DatasetNotFoundError(f"dataset.root={root} is a file, not a folder; set dataset.root or LIPGNN_DATA "
+                                   "to the folder holding the datasets")
+    if cfg.kind == "pyg":
+        from lipgnn.data.pyg import dataset_class
+
+        dataset_class(cfg.cls)
 
 
 def load(dataset_cfg: Any, seed: int, device: torch.device | str | None = None) -> TaskData:

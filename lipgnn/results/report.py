@@ -44,6 +44,7 @@ from lipgnn.results.stats import LEGEND as STATS_LEGEND
 from lipgnn.results.stats import LEVEL, MIN_SEEDS, bh_adjusted, holm_adjusted, seed_rule
 from lipgnn.results.verdict import DECISIVE as SCALE_DECISIVE
 from lipgnn.results.verdict import DOES_NOT_HOLD, HOLDS, HOLDS_IN_PART, TIE, Claim
+from lipgnn.results.verification import report_block as verify_report_block
 from lipgnn.store import _atomic_write_text, record_paths
 
 log = logging.getLogger("lipgnn.results")
@@ -251,6 +252,7 @@ def render_blocks(results_dir: str | os.PathLike, paper: str = MAIN_PAPER,
         blocks[CLAIMS_BLOCK] = block_claims(loader)
         blocks[QUOTES_BLOCK] = block_quotes(loader)
         blocks[DIRTY_BLOCK] = block_dirty(loader)
+        blocks[VERIFY_BLOCK] = verify_report_block(loader.results_dir)  # lipgnn verify's last run
     return blocks
 
 
@@ -265,6 +267,7 @@ def _claim_link(paper: str, anchor: str) -> str:
 
 QUOTES_BLOCK = "claims-quotes"
 DIRTY_BLOCK = "dirty"
+VERIFY_BLOCK = "verification"
 DECISIVE = (HOLDS, DOES_NOT_HOLD, HOLDS_IN_PART, *SCALE_DECISIVE)
 SUMMARY_BLOCK = "summary"
 #: Words of a claim's short label when its quote names no compared cells (``quote — label``).

@@ -129,7 +129,7 @@ def both(*frames: pd.DataFrame | None) -> pd.DataFrame | None:
 
 def dirty_ids(*frames: pd.DataFrame | None) -> tuple[str, ...]:
     """``<experiment>/<run id>``, sorted, of the records of ``frames`` whose ``git_commit`` ends in ``-dirty`` (code
-    not committed): what ``scripts/rerun_records.py`` takes."""
+    not committed): what ``lipgnn verify`` takes (``lipgnn verify --dirty --replace`` reruns them)."""
     ids = set()
     for frame in frames:
         if frame is not None and not frame.empty and {"git_commit", "run_id", "experiment"} <= set(frame.columns):

@@ -7,7 +7,9 @@ else for run records).
 
 * A bad config or a missing dataset raises :class:`~lipgnn.errors.LipgnnError` before anything is written.
 * A finished record (completed or diverged) is never redone unless ``overwrite=true``; a failed one is retried.
-* One process at a time runs a run id: a lock file per id under ``<results_dir>/locks/``; a second launch
+* One process at a time runs a run id: a lock file per id under ``<results_dir>/locks/``, taken after every check
+  (config, dataset, results folder) passed and removed when the run ends, however it ends (a PID marker:
+  :class:`filelock.SoftFileLock`, whose holder a later launch on the same host reclaims if it died); a second launch
   stops with :class:`~lipgnn.errors.RunInProgress` in one line.
 * A kind that checkpoints (:attr:`~lipgnn.runs.registry.JobKind.checkpoints`) resumes from a valid
   checkpoint of the same code (``allow_code_change=true`` for another commit's); an invalid one is moved
@@ -29,9 +31,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from filelock import FileLock, Timeout
+from filelock import SoftFileLock, Timeout
 from omegaconf import DictConfig
 
+from lipgnn import numerics
 from lipgnn.config import resolve_threads, validate
 from lipgnn.errors import ConfigError, LipgnnError, RecordNotWritten, RunInProgress, RunInterrupted
 from lipgnn.provenance import loaded_commit, versions
@@ -43,7 +46,7 @@ from lipgnn.store.checkpoint import InvalidCheckpoint, load_checkpoint, read_hea
 log = logging.getLogger("lipgnn")
 
 FINISHED = ("completed", "diverged")
-__all__ = ["checkpoint_path", "import_record", "job_id", "run"]
+__all__ = ["checkpoint_path", "import_record", "job_id", "run", "run_lock"]
 
 
 def job_id(cfg: DictConfig) -> str:
@@ -130,6 +133,8 @@ def run(cfg: DictConfig, *, progress: bool | None = None, parallel_jobs: int = 1
     if existing is not None and not cfg.overwrite:
         return existing
     _check_writable(cfg)
+    numerics.check(str(cfg.get("numerics") or "native"))
+    kind.check_inputs(cfg, settings)
     lock = _acquire(cfg.results_dir, str(cfg.experiment_name), run_id)
     try:
         # Another process may have finished the run while this one composed its config.
@@ -144,16 +149,23 @@ def run(cfg: DictConfig, *, progress: bool | None = None, parallel_jobs: int = 1
         lock.release()
 
 
-def _acquire(results_dir: str | os.PathLike, experiment: str, run_id: str) -> FileLock:
-    """The run id's lock, held (one per run id, under ``<results_dir>/locks/``), or RunInProgress in one line."""
+def run_lock(results_dir: str | os.PathLike, experiment: str, run_id: str) -> SoftFileLock:
+    """The run id's lock (not yet held): a file under ``<results_dir>/locks/`` that exists only while a process
+    holds it, naming that process, so that ``locks/`` holds the runs in progress and nothing else."""
     from lipgnn.store import lock_file
 
-    lock = FileLock(lock_file(str(results_dir), experiment, run_id), timeout=0)
+    return SoftFileLock(lock_file(str(results_dir), experiment, run_id), timeout=0)
+
+
+def _acquire(results_dir: str | os.PathLike, experiment: str, run_id: str) -> SoftFileLock:
+    """The run id's lock, held, or RunInProgress in one line."""
+    lock = run_lock(results_dir, experiment, run_id)
     try:
         lock.acquire()
     except Timeout:
         raise RunInProgress(f"{run_id} is being run by another process (lock {lock.lock_file}); it will "
-                            "write the record itself: wait for it, then rerun to skip or resume") from None
+                            "write the record itself: wait for it, then rerun to skip or resume (if no process "
+                            "runs it, remove the lock file)") from None
     return lock
 
 
@@ -196,17 +208,20 @@ def _run_locked(kind: JobKind, cfg: DictConfig, settings: Any, run_id: str, prog
     resume_state, discarded = _prepare_checkpoint(cfg, run_id, ckpt_path) if kind.checkpoints else (None, None)
     earlier = float((resume_state or {}).get("wall_time_s") or 0.0)  # the wall time of its earlier segments
     threads = resolve_threads(cfg.train.num_threads, parallel_jobs)
+    torch.set_num_threads(threads)
     config = kind.record_config(cfg)
+    if isinstance(config.get("train"), dict):  # the count used, not `auto`: what a rerun composes
+        config["train"]["num_threads"] = threads
     base = {
         "schema": SCHEMA_VERSION, "run_id": run_id, "experiment": str(cfg.experiment_name), "config": config,
         "seed": int(cfg.seed), "versions": versions(), "git_commit": loaded_commit(), "num_threads": threads,
+        "numerics": numerics.environment(threads),
     }
     if discarded is not None:
         base["checkpoint_discarded"] = discarded
     job = Job(cfg=cfg, settings=settings, run_id=run_id, base=base, started=time.time() - earlier, threads=threads,
               progress=progress,
               checkpoint=ckpt_path, resume_state=resume_state)
-    torch.set_num_threads(threads)
     try:
         record = {**job.base, **kind.compute(job)}
     except LipgnnError:

@@ -6,8 +6,9 @@ A kind is a :class:`JobKind` subclass decorated with :func:`register_job_kind`. 
 * :meth:`JobKind.compute`: the record's fields beyond the common ones (status, numbers, diagnostics);
 * where its records differ from a training run's: its id (:meth:`JobKind.run_id`: the kind owns its format, built
   on :func:`lipgnn.identity.identity_config` so that a key that does not change the numbers never changes an id),
-  the config its record stores (:meth:`JobKind.record_config`), its own
-  checks (:meth:`JobKind.validate`), whether it resumes through checkpoints (:attr:`JobKind.checkpoints`),
+  the config its record stores (:meth:`JobKind.record_config`), its own checks (:meth:`JobKind.validate`, and
+  :meth:`JobKind.check_inputs` before the run's lock), whether it resumes through checkpoints
+  (:attr:`JobKind.checkpoints`),
   and the line printed when it finishes (:meth:`JobKind.summary`).
 """
 
@@ -49,6 +50,13 @@ class JobKind:
 
     def validate(self, cfg: DictConfig) -> None:
         """Checks beyond :func:`lipgnn.config.validate` (one-line :class:`~lipgnn.errors.ConfigError`)."""
+
+    def check_inputs(self, cfg: DictConfig, settings: Any) -> None:
+        """What can be checked of the job's inputs before anything is written (default: the dataset, without
+        loading it: :func:`lipgnn.data.check`)."""
+        from lipgnn.data import check
+
+        check(settings.dataset)
 
     def run_id(self, cfg: DictConfig) -> str:
         """The job's record id (default: a training run's, :func:`lipgnn.identity.run_id`)."""

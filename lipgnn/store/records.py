@@ -51,7 +51,7 @@ NUMERIC_COLUMNS: tuple[str, ...] = (
 IGNORED_CONFIG_KEYS: tuple[str, ...] = (
     "seed", "device", "results_dir", "overwrite", "experiment_name", "log.progress", "logger", "hydra",
     "dataset.root", "dataset.cache_dir", "dataset.download", "model.impl", "train.checkpoint_every",
-    "train.checkpoint_activations", "train.num_threads",
+    "train.checkpoint_activations", "train.num_threads", "numerics",
 )
 
 # Each family's label, and the families whose `residual` key is unused (GCNII always has its initial residual):

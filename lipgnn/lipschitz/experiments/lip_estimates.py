@@ -18,7 +18,7 @@ def units(b: dict[str, Any]) -> list[str]:
     return [f"{v}-L{d}" for d in depths for v in (b["variants"] if d == depths[0] else lip_first)]
 
 
-@register_unit_experiment("lip_estimates", units)
+@register_unit_experiment("lip_estimates", units, reads_dataset=True)
 def lip_estimates(b: dict[str, Any], name: str, budget: str, seed: int) -> Unit:
     """Beyond the papers: per-layer Lipschitz estimates and bounds (:mod:`lipgnn.lipschitz.layers`) of one model
     on Cora, at initialisation and after a modest training (its training config is stored under ``run``)."""

@@ -26,24 +26,27 @@ UnitFn = Callable[[dict[str, Any], str, str, int], Unit]
 @dataclass(frozen=True)
 class UnitExperiment:
     """One experiment run as units: ``units(b)`` names every unit a budget's parameters ``b`` define, in the order
-    they run; ``unit(b, name, budget, seed)`` gives one unit's ``(config, compute)``."""
+    they run; ``unit(b, name, budget, seed)`` gives one unit's ``(config, compute)``; ``reads_dataset``: whether a
+    unit loads the config's dataset (then the run layer checks it before the run's lock)."""
 
     name: str
     units: Callable[[dict[str, Any]], list[str]]
     unit: UnitFn
+    reads_dataset: bool = False
 
 
 EXPERIMENTS: dict[str, UnitExperiment] = {}
 
 
-def register_unit_experiment(name: str, units: Callable[[dict[str, Any]], list[str]]) -> Callable[[UnitFn], UnitFn]:
+def register_unit_experiment(name: str, units: Callable[[dict[str, Any]], list[str]], *,
+                             reads_dataset: bool = False) -> Callable[[UnitFn], UnitFn]:
     """Decorator: ``@register_unit_experiment("kim_bounds", units)`` on the function giving a unit's
-    ``(config, compute)``."""
+    ``(config, compute)``; ``reads_dataset=True`` where a unit loads the config's dataset."""
 
     def register(fn: UnitFn) -> UnitFn:
         if name in EXPERIMENTS and EXPERIMENTS[name].unit is not fn:
             raise ValueError(f"unit experiment {name!r} is registered twice")
-        EXPERIMENTS[name] = UnitExperiment(name, units, fn)
+        EXPERIMENTS[name] = UnitExperiment(name, units, fn, reads_dataset)
         return fn
 
     return register

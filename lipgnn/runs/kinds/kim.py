@@ -33,6 +33,10 @@ class Kim(JobKind):
     def validate(self, cfg: DictConfig) -> None:
         unit(cfg)
 
+    def check_inputs(self, cfg: DictConfig, settings: Any) -> None:
+        if unit_experiment(str(cfg.experiment_name)).reads_dataset:
+            super().check_inputs(cfg, settings)
+
     def run_id(self, cfg: DictConfig) -> str:
         return unit_id(unit(cfg)[0], str(cfg.kim.unit))
 
