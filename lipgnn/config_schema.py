@@ -282,6 +282,7 @@ class LogConfig:
     progress: Any = flag(True)
     energy: Any = flag(False)  # per-layer Dirichlet energies (Guan & He)
     diagnose: Any = flag(False)  # lipgnn.diagnostics.diagnose's per-layer table at initialisation
+    collapse_every: int = number(10, ge=1, integer=True)  # the gh_collapse kind: measure every k epochs
 
 
 @dataclass
