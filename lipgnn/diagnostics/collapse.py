@@ -2,10 +2,11 @@ r"""Why a deep SAN stops learning: per-layer quantities recorded while it trains
 and nonlocal SANs, which stay at one train accuracy from early on).
 
 Every ``every``-th epoch (and at initialisation, epoch 0, and at the last epoch), the model is measured in eval
-mode, without gradients and without drawing random numbers, so the training run is the same as without the
-monitor. For :math:`X^0` (the encoder output) and the block outputs :math:`X^1, \dots, X^L`, and for block
-:math:`k` with attention input :math:`Z^k` (:math:`X^{k-1}` for Post-LN and no LN, :math:`\mathrm{LN}_1(X^{k-1})`
-for Pre-LN) and attention matrices :math:`P^k_h` (Table 1: softmax over a node's neighbours and itself):
+mode, without gradients and without drawing random numbers, and the input encoder's choice of product is left as
+it was, so the training run is the same as without the monitor (bit for bit, tested). For :math:`X^0` (the
+encoder output) and the block outputs :math:`X^1, \dots, X^L`, and for block :math:`k` with attention input
+:math:`Z^k` (:math:`X^{k-1}` for Post-LN and no LN, :math:`\mathrm{LN}_1(X^{k-1})` for Pre-LN) and
+attention matrices :math:`P^k_h` (Table 1: softmax over a node's neighbours and itself):
 
 * Dirichlet energy (§2, :math:`m = 1`, :math:`\omega = 1`, :math:`\mu = \deg + 1`), raw and over the mean squared
   row norm (scale-free: 0 iff all rows are equal, the over-smoothed limit of Definition 2.2):
@@ -37,6 +38,8 @@ evaluated epoch's step), wraps the run's logger and forwards every call to it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -106,6 +109,22 @@ def _round(value: float | None) -> float | None:
     return None if value is None else float(f"{value:.{DIGITS}g}")
 
 
+@contextmanager
+def _unseen_by_encoders(model: nn.Module) -> Iterator[None]:
+    """Leave the CSR input encoders as they were: one decides between its dense and CSR products by whether it saw
+    the feature tensor before (:class:`~lipgnn.nn.fused.sparse_input.SparseInputLinear`), and the two round, and draw
+    the input dropout, differently, so a measuring pass must not count as a sighting of the training features."""
+    from lipgnn.nn.fused.sparse_input import SparseInputLinear
+
+    encoders = [m for m in model.modules() if isinstance(m, SparseInputLinear)]
+    kept = [m._seen for m in encoders]
+    try:
+        yield
+    finally:
+        for m, seen in zip(encoders, kept, strict=True):
+            m._seen = seen
+
+
 @torch.no_grad()
 def measure(model: nn.Module, data: Any, graph: GraphMeasure | None = None) -> dict[str, Any]:
     """One snapshot of the quantities of the module docstring: ``{series: [per layer or block]}`` plus the encoder's
@@ -117,7 +136,8 @@ def measure(model: nn.Module, data: Any, graph: GraphMeasure | None = None) -> d
     model.locality_order = False
     model.eval()
     try:
-        layers = trace_layers(model, data.x, data.edge_index, getattr(data, "edge_attr", None))
+        with _unseen_by_encoders(model):
+            layers = trace_layers(model, data.x, data.edge_index, getattr(data, "edge_attr", None))
         n = int(data.num_nodes)
         edges = model.prepare_edges(data.edge_index, n)
         out: dict[str, Any] = {key: [] for key in (*LAYER_SERIES, *BLOCK_SERIES)}
