@@ -27,6 +27,14 @@ def test_equal_scores_give_the_uniform_entropy_and_one_dominant_score_none() -> 
     alpha, entropy = attention_entropy(peaked, EDGES, 4)
     assert float(entropy) == pytest.approx(0.0, abs=1e-12)
     assert torch.allclose(alpha[EDGES[0] == EDGES[1]], torch.ones(4, 1, dtype=alpha.dtype))
+    # Each node's distribution is over its incoming edges (messages source -> target, as the layers' softmax).
+    alpha, entropy = attention_entropy(torch.randn(EDGES.size(1), 3, generator=torch.Generator().manual_seed(0)),
+                                       EDGES, 4)
+    sums = torch.zeros(4, 3, dtype=alpha.dtype).index_add_(0, EDGES[1], alpha)
+    assert torch.allclose(sums, torch.ones_like(sums))
+    hub = alpha[EDGES[1] == 0]  # node 0's four weights, head by head
+    assert float(entropy) == pytest.approx(float(-(alpha * alpha.log()).sum() / 12))
+    assert float(-(hub * hub.log()).sum(0).max()) <= math.log(4)
 
 
 def test_effective_rank_is_one_for_parallel_rows_and_d_for_orthogonal_ones() -> None:
