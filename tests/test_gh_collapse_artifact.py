@@ -27,10 +27,10 @@ def _record(arch: str, train: list[float], loss: list[float], *, energy_end: flo
                 "entropy": [[LOG_DEG * 0.9] * 2 + [LOG_DEG * (0.95 if e == 0 else entropy_end)] * 2 for e in snaps],
                 "nonlocal": [[0.1] * LAYERS for _ in snaps], "grad": grads,
                 "grad_att": grads, "grad_encoder": [None, 1, 1, 1, 1], "grad_decoder": [None, 1, 1, 1, 1]}
-    return {"status": "completed", "dataset": "cora", "depth": LAYERS, "seed": 0,
+    return {"experiment": "gh_collapse", "status": "completed", "dataset": "cora", "depth": LAYERS, "seed": 0,
             "config": {"model": {"name": "san", "layer_norm": "pre" if arch == "pre" else "post",
                                  "nonlocal": arch == "nonlocal"},
-                       "train": {"epochs": EPOCHS, "warmup_epochs": 4}, "budget": {"name": "cpu"}},
+                       "train": {"epochs": EPOCHS, "lr": 1e-4, "warmup_epochs": 4}, "budget": {"name": "cpu"}},
             "history": {"epoch": list(range(1, EPOCHS + 1)), "train": train, "loss": loss,
                         "val": train},
             "diagnostics": {"collapse": collapse}}
@@ -78,6 +78,28 @@ def test_a_run_whose_accuracy_moves_in_its_last_half_is_not_collapsed() -> None:
     assert not pre.collapsed and pre.flat_from is None and post.collapsed
     assert [r.arch for r in gh_collapse.readings(frame)] == ["post", "pre"]  # the collapsed variants first
     assert "**Pre-LN SAN** does not collapse" in gh_collapse.report(frame)["gh_collapse-reading"]
+
+
+def _longer(record: dict, epochs: int, train: list[float]) -> dict:
+    """A gh_depth record of the same model, seed and schedule, trained for ``epochs``."""
+    config = {**record["config"], "train": {**record["config"]["train"], "epochs": epochs}}
+    return {**record, "experiment": "gh_depth", "config": config, "diagnostics": {}, "git_commit": "abcdef123",
+            "history": {"epoch": list(range(1, epochs + 1)), "train": train, "loss": record["history"]["loss"]
+                        + [1.823] * (epochs - EPOCHS), "val": train}}
+
+
+def test_the_curves_are_compared_with_the_longer_gh_depth_run_of_the_same_config() -> None:
+    ours = _record("post", FLAT, PRIOR)
+    same = gh_collapse.report(pd.DataFrame([ours, _longer(ours, 100, FLAT + [0.309] * 60)]))["gh_collapse-reading"]
+    assert "the same run as the first 40 epochs of gh_depth's 100-epoch record (commit `abcdef1`)" in same
+    drifted = FLAT[:14] + [0.31] + FLAT[15:] + [0.309] * 60
+    text = gh_collapse.report(pd.DataFrame([ours, _longer(ours, 100, drifted)]))["gh_collapse-reading"]
+    assert "not bit-identical to gh_depth's 100-epoch record (commit `abcdef1`): the curves first differ at epoch 15" \
+        in text
+    other_lr = _longer(ours, 100, FLAT + [0.309] * 60)
+    other_lr["config"]["train"]["lr"] = 1e-3
+    assert "no gh_depth record of the same model" in gh_collapse.report(pd.DataFrame([ours, other_lr]))[
+        "gh_collapse-reading"]
 
 
 def test_no_records_give_one_line_and_an_empty_figure() -> None:

@@ -18,6 +18,7 @@ import pandas as pd
 
 from lipgnn.results.artifact import Artifact
 from lipgnn.results.artifacts.guan_he._common import ARCH_LABELS, PAPER, budget_line, completed_san
+from lipgnn.results.artifacts.guan_he._common import EXPERIMENT as DEPTH_EXPERIMENT
 
 EXPERIMENT = "gh_collapse"
 SHOWN = ("post", "nonlocal", "pre")
@@ -68,7 +69,7 @@ def runs(frame: pd.DataFrame) -> pd.DataFrame:
     out = completed_san(frame)
     if out.empty:
         return out
-    out = out[out["diagnostics"].map(lambda d: "collapse" in d)]
+    out = out[(out["experiment"] == EXPERIMENT) & out["diagnostics"].map(lambda d: "collapse" in d)]
     return out.sort_values("seed").drop_duplicates("arch")
 
 
@@ -123,6 +124,35 @@ def readings(frame: pd.DataFrame) -> list[Reading]:
     return sorted((read(row) for _, row in r.iterrows()), key=lambda x: order.get(x.arch, len(order)))
 
 
+def _schedule(config: dict[str, Any]) -> tuple[Any, ...]:
+    t = config["train"]
+    return float(t["lr"]), int(t.get("warmup_epochs", 0)), float(t.get("weight_decay", 0.0))
+
+
+def same_run(frame: pd.DataFrame, record: pd.Series) -> str:
+    """Whether ``record``'s curves are the first epochs of a longer gh_depth record of the same model, seed, depth and
+    schedule (the diagnostic measured the run the gh_depth verdict rests on)."""
+    if "experiment" not in frame:
+        return "no gh_depth record of the same model, seed and schedule"
+    depth_runs = completed_san(frame[frame["experiment"] == DEPTH_EXPERIMENT])
+    if depth_runs.empty:
+        return "no gh_depth record of the same model, seed and schedule"
+    longer = depth_runs[(depth_runs["arch"] == record["arch"]) & (depth_runs["seed"] == record["seed"])
+                        & (depth_runs["depth"] == record["depth"]) & (depth_runs["epochs"] > record["epochs"])
+                        & (depth_runs["config"].map(_schedule) == _schedule(record["config"]))]
+    if longer.empty:
+        return "no gh_depth record of the same model, seed and schedule"
+    other = longer.sort_values("epochs").iloc[-1]
+    ours, theirs = record["history"], other["history"]
+    n = len(ours["epoch"])
+    differs = [e for e, a, b, c, d in zip(ours["epoch"], ours["train"], theirs["train"][:n], ours["loss"],
+                                           theirs["loss"][:n], strict=False) if a != b or c != d]
+    name = f"gh_depth's {int(other['epochs'])}-epoch record (commit `{str(other.get('git_commit', ''))[:7]}`)"
+    if not differs:
+        return f"the same run as the first {n} epochs of {name}: train accuracy and loss equal at every epoch"
+    return f"not bit-identical to {name}: the curves first differ at epoch {differs[0]}"
+
+
 def _g(value: float | None) -> str:
     return "—" if value is None or not np.isfinite(value) else f"{value:.3g}"
 
@@ -175,7 +205,9 @@ def report(frame: pd.DataFrame) -> dict[str, str]:
     head = (f"{budget_line(r)} One seed ({seeds}), {depth} layers, measured every "
             f"{r['diagnostics'].iloc[0]['collapse']['every']} epochs; readings at the last snapshot (rules in "
             "`conf/experiment/gh_collapse.yaml`).")
-    return {"gh_collapse-reading": head + "\n\n" + _table(rs) + "\n\n" + "\n".join(_sentence(x) for x in rs)}
+    same = "\n".join(f"- {ARCH_LABELS[row['arch']]}: {same_run(frame, row)}." for _, row in r.iterrows())
+    return {"gh_collapse-reading": head + "\n\n" + _table(rs) + "\n\n" + "\n".join(_sentence(x) for x in rs)
+            + "\n\nAgainst gh_depth's longer runs:\n\n" + same}
 
 
 _LAYER_KEYS = ("energy_norm", "rank", "energy")
@@ -238,7 +270,7 @@ ARTIFACT = Artifact(
     paper=PAPER,
     title="Why the 256-layer Post-LN and nonlocal SANs collapse: per-layer energy, rank, attention entropy and "
           "gradients over training (beyond the paper)",
-    experiments=(EXPERIMENT,),
+    experiments=(EXPERIMENT, DEPTH_EXPERIMENT),
     needs_history=True,
     figure=figure,
     report=report,
