@@ -44,6 +44,7 @@ class Reading:
     flat_from: int | None        # first epoch from which the train accuracy stays within FLAT_ACCURACY of its last
     energy_ratio: float          # \hat E_1(X^L) / \hat E_1(X^0)
     init_energy_ratio: float
+    peak_energy_ratio: float     # the largest \hat E_1(X^L) / \hat E_1(X^0) over every snapshot (not pre-registered)
     rank_last: float             # effective rank of X^L
     init_rank_last: float
     entropy_ratio: float         # deep half's mean H^k / log(deg + 1)
@@ -73,6 +74,13 @@ def runs(frame: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values("seed").drop_duplicates("arch")
 
 
+def _flat_from(epochs: list[int], train: np.ndarray) -> int:
+    """The first epoch from which the train accuracy stays within ``FLAT_ACCURACY`` of its last value."""
+    off = np.abs(np.asarray(train, float) - float(train[-1])) > FLAT_ACCURACY
+    # the epoch after the last one off the final value (the final epoch itself is never off)
+    return int(epochs[int(np.nonzero(off)[0][-1]) + 1]) if off.any() else int(epochs[0])
+
+
 def _ratio(a: float | None, b: float | None) -> float:
     return float("nan") if a is None or b is None or b == 0 else float(a) / float(b)
 
@@ -94,9 +102,7 @@ def read(record: pd.Series) -> Reading:
     epochs_hist, train, loss = list(h["epoch"]), np.array(h["train"], float), np.array(h["loss"], float)
     epochs = int(record["epochs"])
     last_train = float(train[-1])
-    off = np.abs(train - last_train) > FLAT_ACCURACY
-    # the epoch after the last one off the final value (the final epoch itself is never off)
-    flat_from = int(epochs_hist[int(np.nonzero(off)[0][-1]) + 1]) if off.any() else int(epochs_hist[0])
+    flat_from = _flat_from(epochs_hist, train)
     collapsed = flat_from <= epochs_hist[-1] - epochs // 2
     snaps = list(c["epochs"])
     last = len(snaps) - 1
@@ -108,6 +114,7 @@ def read(record: pd.Series) -> Reading:
         collapsed=bool(collapsed), flat_from=flat_from if collapsed else None,
         energy_ratio=_ratio(c["energy_norm"][last][-1], c["energy_norm"][last][0]),
         init_energy_ratio=_ratio(c["energy_norm"][0][-1], c["energy_norm"][0][0]),
+        peak_energy_ratio=max(_ratio(row[-1], row[0]) for row in c["energy_norm"]),
         rank_last=float(c["rank"][last][-1]), init_rank_last=float(c["rank"][0][-1]),
         entropy_ratio=_deep_entropy(c, last), init_entropy_ratio=_deep_entropy(c, 0),
         grad_ratio=None if grad_first is None else _ratio(grad_first, c["grad"][last][-1]), grad_first=grad_first,
@@ -149,7 +156,10 @@ def same_run(frame: pd.DataFrame, record: pd.Series) -> str:
                                            theirs["loss"][:n], strict=False) if a != b or c != d]
     name = f"gh_depth's {int(other['epochs'])}-epoch record (commit `{str(other.get('git_commit', ''))[:7]}`)"
     if not differs:
-        return f"the same run as the first {n} epochs of {name}: train accuracy and loss equal at every epoch"
+        train = np.array(theirs["train"], float)
+        return (f"the same run as the first {n} epochs of {name}: train accuracy and loss equal at every epoch; over "
+                f"its {len(train)} epochs the train accuracy stays within {100 * FLAT_ACCURACY:.1f} points of its last "
+                f"value, {100 * train[-1]:.1f} %, from epoch {_flat_from(list(theirs['epoch']), train)} on")
     return f"not bit-identical to {name}: the curves first differ at epoch {differs[0]}"
 
 
@@ -191,7 +201,8 @@ def _sentence(r: Reading) -> str:
               "the run sits at a fixed point that more epochs of the same schedule do not leave")
     return (f"- **{label}** collapsed: train accuracy {100 * r.train:.1f} %, flat (within "
             f"{100 * FLAT_ACCURACY:.1f} points) from epoch {r.flat_from} to {r.epochs}, loss {r.loss:.3f}. "
-            f"Explained by: {why}" + (f"; {'; '.join(at_init)}" if at_init else "") + f". Longer budget: {longer}.")
+            f"Explained by: {why}" + (f"; {'; '.join(at_init)}" if at_init else "") + f". Longer budget: {longer}. "
+            f"Beyond the rules: the last layer's Ê₁ ratio peaks at {_g(r.peak_energy_ratio)} over all snapshots.")
 
 
 def report(frame: pd.DataFrame) -> dict[str, str]:
@@ -225,7 +236,7 @@ def figure(frame: pd.DataFrame) -> Any:
     if r.empty:
         return empty_figure(EXPERIMENT, "no gh_collapse records yet")
     arches = [a for a in SHOWN if a in set(r["arch"])]
-    fig, axes = plt.subplots(len(_PANELS) + 1, len(arches), figsize=(4.2 * len(arches), 12), squeeze=False)
+    fig, axes = plt.subplots(len(_PANELS) + 1, len(arches), figsize=(max(4.2 * len(arches), 7.0), 12), squeeze=False)
     for col, arch in enumerate(arches):
         record = r[r["arch"] == arch].iloc[0]
         c = record["diagnostics"]["collapse"]
