@@ -155,12 +155,14 @@ def same_run(frame: pd.DataFrame, record: pd.Series) -> str:
     differs = [e for e, a, b, c, d in zip(ours["epoch"], ours["train"], theirs["train"][:n], ours["loss"],
                                            theirs["loss"][:n], strict=False) if a != b or c != d]
     name = f"gh_depth's {int(other['epochs'])}-epoch record (commit `{str(other.get('git_commit', ''))[:7]}`)"
+    train = np.array(theirs["train"], float)
+    span = (f"over its {len(train)} epochs the train accuracy stays within {100 * FLAT_ACCURACY:.1f} points of its "
+            f"last value, {100 * train[-1]:.1f} %, from epoch {_flat_from(list(theirs['epoch']), train)} on")
     if not differs:
-        train = np.array(theirs["train"], float)
-        return (f"the same run as the first {n} epochs of {name}: train accuracy and loss equal at every epoch; over "
-                f"its {len(train)} epochs the train accuracy stays within {100 * FLAT_ACCURACY:.1f} points of its last "
-                f"value, {100 * train[-1]:.1f} %, from epoch {_flat_from(list(theirs['epoch']), train)} on")
-    return f"not bit-identical to {name}: the curves first differ at epoch {differs[0]}"
+        return f"the same run as the first {n} epochs of {name}: train accuracy and loss equal at every epoch; {span}"
+    gap = float(np.max(np.abs(np.array(ours["train"], float) - train[:n])))
+    return (f"not bit-identical to {name} of the same config: the curves first differ at epoch {differs[0]} (train "
+            f"accuracy at most {100 * gap:.1f} points apart over the first {n} epochs); {span}")
 
 
 def _g(value: float | None) -> str:
@@ -216,7 +218,9 @@ def report(frame: pd.DataFrame) -> dict[str, str]:
     head = (f"{budget_line(r)} One seed ({seeds}), {depth} layers, measured every "
             f"{r['diagnostics'].iloc[0]['collapse']['every']} epochs; readings at the last snapshot (rules in "
             "`conf/experiment/gh_collapse.yaml`).")
-    same = "\n".join(f"- {ARCH_LABELS[row['arch']]}: {same_run(frame, row)}." for _, row in r.iterrows())
+    order = {a: i for i, a in enumerate(SHOWN)}
+    same = "\n".join(f"- {ARCH_LABELS[row['arch']]}: {same_run(frame, row)}."
+                      for _, row in sorted(r.iterrows(), key=lambda item: order.get(item[1]["arch"], len(order))))
     return {"gh_collapse-reading": head + "\n\n" + _table(rs) + "\n\n" + "\n".join(_sentence(x) for x in rs)
             + "\n\nAgainst gh_depth's longer runs:\n\n" + same}
 
