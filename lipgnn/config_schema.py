@@ -284,6 +284,7 @@ class LogConfig:
     diagnose: Any = flag(False)  # lipgnn.diagnostics.diagnose's per-layer table at initialisation
     # every k epochs (and at initialisation): diagnose's per-layer quantities over training (0 = off)
     diagnose_every: int = number(0, ge=0, integer=True)
+    collapse_every: int = number(10, ge=1, integer=True)  # the gh_collapse kind: measure every k epochs
 
 
 @dataclass

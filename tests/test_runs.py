@@ -19,8 +19,8 @@ from lipgnn.runs import job_id, job_kind, run
 from lipgnn.runs.layer import run_lock
 
 #: every experiment whose records no training sweep of train.py wrote before the run layer, and its kind
-KINDS = {"gh_depth": "gh_depth", "gh_energy": "energy", "depth_energy": "training", "kim_bounds": "kim",
-         "kim_divergence": "kim", "kim_invertibility": "kim", "lip_estimates": "kim"}
+KINDS = {"gh_collapse": "gh_collapse", "gh_depth": "gh_depth", "gh_energy": "energy", "depth_energy": "training",
+         "kim_bounds": "kim", "kim_divergence": "kim", "kim_invertibility": "kim", "lip_estimates": "kim"}
 #: a cheap unit of work: kim_invertibility with a batch of 4 and 3 iterations
 CHEAP_KIM = ["experiment=kim_invertibility", "kim.unit=l2-c0.5", "kim.batch=4", "kim.iters=3"]
 
@@ -64,8 +64,8 @@ def test_no_kind_branches_on_an_experiment_name() -> None:
 
 
 def test_an_unknown_kind_is_one_line() -> None:
-    with pytest.raises(ConfigError, match=r"^kind=nope is not a job kind; use one of: energy, gh_depth, kim, "
-                                          r"training$"):
+    with pytest.raises(ConfigError, match=r"^kind=nope is not a job kind; use one of: energy, gh_collapse, gh_depth, "
+                                          r"kim, training$"):
         run(compose(["kind=nope", "train.epochs=1"]))
 
 

@@ -4,10 +4,10 @@ lookup of a config's kind: what the run layer asks, so that it runs only registe
 from omegaconf import DictConfig
 
 from lipgnn.errors import ConfigError
-from lipgnn.runs.kinds import energy, gh_depth, kim, training
+from lipgnn.runs.kinds import energy, gh_collapse, gh_depth, kim, training
 from lipgnn.runs.registry import KINDS, JobKind
 
-__all__ = ["energy", "gh_depth", "job_kind", "kim", "training"]
+__all__ = ["energy", "gh_collapse", "gh_depth", "job_kind", "kim", "training"]
 
 
 def job_kind(cfg: DictConfig | str) -> JobKind:

@@ -23,6 +23,9 @@ from lipgnn.runs.registry import Job, JobKind, register_job_kind
 
 #: called after fitting with (model, task, fit result); returns diagnostics to merge into the record's
 AfterFit = Callable[[torch.nn.Module, Any, Any], dict[str, Any]]
+#: called before fitting with (model, task, the run's logger); returns the logger the trainer calls each evaluated
+#: epoch (one that forwards to the run's and measures the model in between)
+Monitor = Callable[[torch.nn.Module, Any, Any], Any]
 
 
 def resolve_device(name: str) -> torch.device:
@@ -55,8 +58,9 @@ class Training(JobKind):
                 f"(test {_fmt(best['test'])}) | last test {_fmt(last['test'])} | {where}")
 
 
-def train(job: Job, after_fit: AfterFit | None = None) -> dict[str, Any]:
-    """Train ``job.cfg`` and return the record's fields; ``after_fit`` adds diagnostics of the fitted model."""
+def train(job: Job, after_fit: AfterFit | None = None, monitor: Monitor | None = None) -> dict[str, Any]:
+    """Train ``job.cfg`` and return the record's fields; ``after_fit`` adds diagnostics of the fitted model,
+    ``monitor`` wraps the run's logger to measure the model during training."""
     from lipgnn.diagnostics.probe import fit_traced
     from lipgnn.models.builder import resolve_impl
     from lipgnn.seeding import start
@@ -89,6 +93,8 @@ def train(job: Job, after_fit: AfterFit | None = None) -> dict[str, Any]:
                                                        task.spec.step_edges)
     model.checkpoint_activations = bool(cfg.train.checkpoint_activations)
     logger = make_logger(cfg, run_id)
+    if monitor is not None:
+        logger = monitor(model, task, logger)
     started = job.started
     trainer = Trainer(
         settings.train, device=device, seed=int(cfg.seed), logger=logger,
