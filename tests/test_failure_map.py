@@ -81,3 +81,35 @@ def test_the_primary_claim_is_read_on_the_reproduction_scale_against_the_papers_
     # Both arms within ten points of Cora's majority class: never decisive.
     (claim,) = fm.claims(frame([0.30, 0.31, 0.29, 0.32, 0.30], [0.36, 0.37, 0.35, 0.38, 0.36]))
     assert claim.verdict == "not comparable" and "floor" in claim.evidence
+
+
+def test_pubmeds_second_point_is_chosen_on_cora_validation_never_on_test() -> None:
+    """The secondary PubMed point is the Cora 30-layer point where GAT's mean validation accuracy is best; a point
+    with a better test but a worse validation score is not chosen."""
+    rows = []
+    for seed in range(3):
+        for lr, dropout, val, test in ((0.005, None, 0.40, 0.80), (0.001, {"dropout": 0.0, "attn_dropout": 0.0}, 0.70, 0.60)):
+            for norm in ("none", "lip"):
+                rec = record(norm, test, seed, lr=lr, dropout=dropout)
+                rec["best"] = {**rec["best"], "val": val}
+                rows.append(flatten_record(rec))
+    df = records_frame(rows)
+    chosen = fm.best_gat_point(df)
+    assert chosen is not None and (chosen.lr, chosen.dropout) == (0.001, "none")
+    tags = {p.label: what for what, p in fm.secondary_points(df) if p.dataset == "pubmed"}
+    assert tags["30 layers, lr 0.001, dropout none"] == "PubMed, GAT's best Cora validation point"
+    assert tags["30 layers, lr 0.005, dropout authors'"] == "PubMed, the paper's defaults"
+
+
+def test_the_residual_rows_pair_gat_res_with_gat_lip_res() -> None:
+    rows = []
+    for seed, (res, lip_res) in enumerate(((0.60, 0.70), (0.61, 0.72), (0.62, 0.71))):
+        for norm, value in (("none", res), ("lip", lip_res)):
+            rec = record(norm, value, seed)
+            rec["config"]["model"]["residual"] = True
+            rows.append(flatten_record(rec))
+    df = records_frame(rows)
+    (residual,) = [p for what, p in fm.secondary_points(df) if what == "Cora, residual" and p.diff.n]
+    assert residual.arms == ("GAT-res", "GAT-Lip-res") and residual.diff.n == 3
+    assert abs(residual.diff.mean - 0.10) < 1e-9
+    assert "GAT-res 61.0" in fm.secondary_table(df) and "+5.9 (63.5 vs 69.4)" in fm.secondary_table(df)
