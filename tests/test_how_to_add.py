@@ -128,8 +128,8 @@ class Toy(JobKind):
 ''')
     # 2. imported by the kinds package
     _edit(copy / "lipgnn" / "runs" / "kinds" / "__init__.py",
-          "from lipgnn.runs.kinds import energy, gh_depth, kim, training\n",
-          "from lipgnn.runs.kinds import energy, gh_depth, kim, toy, training  # noqa: F401\n")
+          "from lipgnn.runs.kinds import energy, gh_collapse, gh_depth, kim, training\n",
+          "from lipgnn.runs.kinds import energy, gh_collapse, gh_depth, kim, toy, training  # noqa: F401\n")
     # 3. its config node: a schema, a nullable root field, and not part of a training run's identity
     rule = f"# {'-' * 94} the rest\n"
     _edit(copy / "lipgnn" / "config_schema.py", rule,
