@@ -112,8 +112,12 @@ def validate_fields(cfg: DictConfig, prefix: str = "") -> None:
         value = cfg._get_node(key)
         dotted = f"{prefix}{key}"
         if isinstance(value, DictConfig):
-            if OmegaConf.get_type(value) is not None and dataclasses.is_dataclass(OmegaConf.get_type(value)):
+            if _is_structured(value):
                 validate_fields(value, f"{dotted}.")
+            else:  # a mapping whose values may have a schema (trees_protocol.block: model -> TreesBlockConfig)
+                for name in value:
+                    if _is_structured(value._get_node(name)):
+                        validate_fields(value[name], f"{dotted}.{name}.")
             continue
         if isinstance(value, ListConfig):
             continue
@@ -129,9 +133,11 @@ def validate_fields(cfg: DictConfig, prefix: str = "") -> None:
 
 
 # ---------------------------------------------------------------------------------------------- typed
-#: group -> its one schema, for the groups whose options share it (``train``; ``""``: the root).
+#: group -> its one schema, for the groups whose options share it (``train``, ``energy``; ``""``: the root); ``kim``
+#: has one per experiment, named by the experiment's YAML.
 _SINGLE_SCHEMAS: dict[str, type] = {group: schema for (group, _), schema in SCHEMAS.items()
-                                    if group not in GROUP_SCHEMAS and group not in ("logger", "budget")}
+                                    if group not in GROUP_SCHEMAS and group != "budget"
+                                    and [g for g, _ in SCHEMAS].count(group) == 1}
 _GROUP_OF: dict[type, str] = {schema: group for (group, _), schema in SCHEMAS.items()}
 
 
@@ -164,7 +170,19 @@ def typed(cfg: Any, schema: type | str | None = None) -> Any:
         raise ConfigError(f"{prefix}{key}: {format_error(exc)}" if key else format_error(exc)) from None
     _require(not isinstance(schema, type) or isinstance(obj, schema),
              f"{group or 'the config'} is a {type(obj).__name__}, not a {getattr(schema, '__name__', schema)}")
+    if isinstance(obj, SCHEMAS[("", "config_schema")]):
+        _type_nodes(obj)
     return obj
+
+
+def _type_nodes(root: Any) -> None:
+    """A node of the root that came in untyped (a record's stored config merged over a composed one, as ``lipgnn
+    verify`` reruns it) but whose group has one schema (``energy``, ``trees_protocol``) becomes that schema's
+    dataclass too, so that what a job kind reads is typed however its config was built."""
+    for spec in dataclasses.fields(root):
+        value, key = getattr(root, spec.name), config_key(spec)
+        if isinstance(value, dict) and key in _SINGLE_SCHEMAS:
+            setattr(root, spec.name, typed(value, key))
 
 
 def _is_structured(cfg: Any) -> bool:

@@ -254,6 +254,89 @@ class TrainConfig:
     num_threads: Any = field(default="auto", metadata={"threads": True})
 
 
+# ---------------------------------------------------------------------------------------------- job kinds' nodes
+# The nodes of the experiments that need one: each experiment's YAML names its node's schema first in its defaults
+# list (``- /energy: base_energy``), so Hydra types the node; elsewhere the node is null (RootConfig), which keeps
+# it out of every other experiment's config (and record).
+@dataclass
+class EnergyConfig:
+    """The energy job kind's options (lipgnn.runs.kinds.energy); part of its records' ids."""
+
+    features: str = choice("raw", "raw", "row")  # raw (the loaders' features) | row (row-normalised, an ablation)
+
+
+@dataclass
+class TreesBlockConfig:
+    layer_norm: str = choice(MISSING, "none", "pre", "post")
+    activation: str = choice(MISSING, "default", "relu", "elu", "gelu", "none")
+
+
+@dataclass
+class TreesProtocolConfig:
+    """Alon & Yahav's per-depth (``d<tree depth>``) and per-model settings, a lookup table fig5 interpolates from
+    into the real keys (``train.eval_every: ${oc.select:'trees_protocol.eval_every.d${dataset.tree_depth}'}``)."""
+
+    batch_size: dict[str, int] = MISSING
+    eval_every: dict[str, int] = MISSING
+    block: dict[str, TreesBlockConfig] = MISSING  # per model.name: the block's layer_norm and activation
+    cpu_pass_cap: dict[str, int] | None = None  # the cpu budget's train.epochs per depth
+
+
+@dataclass
+class KimConfig:
+    """The kim job kind's node: ``unit`` names one unit of work of the experiment; its subclasses hold each
+    experiment's parameters (the paper's in ``conf/experiment/<experiment>.yaml``, a budget's in
+    ``conf/grid/<experiment>_<budget>.yaml``)."""
+
+    unit: Any = text(None, nullable=True)
+
+
+@dataclass
+class KimBoundsConfig(KimConfig):
+    ns: list[int] = MISSING  # N of the p = inf units
+    restarts: int = number(MISSING, ge=1, integer=True)
+    steps: int = number(MISSING, ge=1, integer=True)
+    lr: float = number(MISSING, gt=0.0)
+    p2_ns: list[int] = MISSING  # N of the p = 2 units
+    p2_restarts: int = number(MISSING, ge=1, integer=True)
+    p2_steps: int = number(MISSING, ge=1, integer=True)
+
+
+@dataclass
+class AttentionUnitConfig(KimConfig):
+    """The attention map a unit measures: N tokens of width D, H heads."""
+
+    n: int = number(MISSING, ge=1, integer=True)
+    dim: int = number(MISSING, ge=1, integer=True)
+    heads: int = number(MISSING, ge=1, integer=True)
+
+
+@dataclass
+class KimDivergenceConfig(AttentionUnitConfig):
+    restarts: int = number(MISSING, ge=1, integer=True)
+    steps: int = number(MISSING, ge=1, integer=True)
+    lr: float = number(MISSING, gt=0.0)
+    trace_every: int = number(MISSING, ge=1, integer=True)
+
+
+@dataclass
+class KimInvertibilityConfig(AttentionUnitConfig):
+    batch: int = number(MISSING, ge=1, integer=True)
+    cs: list[float] = MISSING  # the residual scales c of y = x + c f(x)
+    iters: int = number(MISSING, ge=1, integer=True)
+
+
+@dataclass
+class LipEstimatesConfig(KimConfig):
+    variants: list[str] = MISSING
+    depths: list[int] = MISSING
+    epochs: int = number(MISSING, ge=1, integer=True)
+    lr: float = number(MISSING, gt=0.0)
+    steps: int = number(MISSING, ge=0, integer=True)  # gradient-ascent steps of the estimate (0: at the input only)
+    power_iters: int = number(MISSING, ge=1, integer=True)
+    dataset: str = text()
+
+
 # ---------------------------------------------------------------------------------------------- the rest
 @dataclass
 class LoggerConfig:
@@ -298,13 +381,13 @@ class RootConfig:
     resume: Any = flag(True)
     allow_code_change: Any = flag(False)
     log: LogConfig = field(default_factory=LogConfig)
-    # A lookup table experiments interpolate from (fig5: Alon & Yahav's per-depth/per-model settings); the
-    # values it selects land in the real keys, so it is not part of a run's identity.
+    # A lookup table experiments interpolate from (fig5: TreesProtocolConfig); the values it selects land in the
+    # real keys, so it is not part of a run's identity.
     trees_protocol: Any = field(default=None, metadata={"nullable": True})
-    # Settings of the energy job kind (lipgnn.runs.kinds.energy; e.g. energy.features=raw|row), set by the
-    # gh_energy experiment only.
+    # Options of the energy job kind (EnergyConfig), set by the gh_energy experiment only.
     energy: Any = field(default=None, metadata={"nullable": True})
-    # The experiment's job kind (lipgnn.runs: training | energy | kim | gh_depth) and the kim kind's settings.
+    # The experiment's job kind (lipgnn.runs: training | energy | kim | gh_depth) and the kim kind's node (KimConfig's
+    # subclass of the experiment).
     kind: str = text("training")
     kim: Any = field(default=None, metadata={"nullable": True})
     # Which instruction set the numeric libraries dispatch to (lipgnn.numerics): the host's, or x86-64-v3 pinned so
@@ -335,6 +418,12 @@ SCHEMAS: dict[tuple[str, str], type] = {
     ("logger", "base_logger"): LoggerConfig,
     ("logger", "base_wandb"): WandbConfig,
     ("budget", "base_budget"): BudgetConfig,
+    ("energy", "base_energy"): EnergyConfig,
+    ("trees_protocol", "base_trees_protocol"): TreesProtocolConfig,
+    ("kim", "base_kim_bounds"): KimBoundsConfig,
+    ("kim", "base_kim_divergence"): KimDivergenceConfig,
+    ("kim", "base_kim_invertibility"): KimInvertibilityConfig,
+    ("kim", "base_lip_estimates"): LipEstimatesConfig,
 }
 
 

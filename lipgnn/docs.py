@@ -281,6 +281,8 @@ def _allowed(spec: Any) -> str:
         return ", ".join([kind, *bounds]) + (", or `null`" if meta.get("nullable") else "")
     if meta.get("text"):
         return "text" + (" or `null`" if meta.get("nullable") else "")
+    if str(spec.type).startswith(("list", "dict")):  # a YAML list or mapping, its element type checked by Hydra
+        return f"`{_cell(str(spec.type))}`"
     return "see below" if meta.get("nullable") is not None else "a group"
 
 

@@ -123,22 +123,27 @@ class Toy(JobKind):
         gc_pause.resume()
         started = time.time()
         model, _ = start(job.settings)
-        count = sum(p.numel() for p in model.parameters()) * int(job.cfg.toy.factor)
+        count = sum(p.numel() for p in model.parameters()) * job.settings.toy.factor
         return {"status": "completed", "wall_time_s": time.time() - started, "diagnostics": {"count": count}}
 ''')
     # 2. imported by the kinds package
     _edit(copy / "lipgnn" / "runs" / "kinds" / "__init__.py",
-          "from lipgnn.runs.kinds import energy, gh_depth, kim, training\n",
-          "from lipgnn.runs.kinds import energy, gh_depth, kim, toy, training  # noqa: F401\n")
-    # 3. its config node: a nullable root field, and not part of a training run's identity
+          "from lipgnn.runs.kinds import energy, gh_collapse, gh_depth, kim, training\n",
+          "from lipgnn.runs.kinds import energy, gh_collapse, gh_depth, kim, toy, training  # noqa: F401\n")
+    # 3. its config node: a schema, a nullable root field, and not part of a training run's identity
+    rule = f"# {'-' * 94} the rest\n"
+    _edit(copy / "lipgnn" / "config_schema.py", rule,
+          f"@dataclass\nclass ToyConfig:\n    factor: int = number(MISSING, ge=1, integer=True)\n\n\n{rule}")
     _edit(copy / "lipgnn" / "config_schema.py", '    kim: Any = field(default=None, metadata={"nullable": True})\n',
           '    kim: Any = field(default=None, metadata={"nullable": True})\n'
           '    toy: Any = field(default=None, metadata={"nullable": True})\n')
+    _edit(copy / "lipgnn" / "config_schema.py", '    ("energy", "base_energy"): EnergyConfig,\n',
+          '    ("energy", "base_energy"): EnergyConfig,\n    ("toy", "base_toy"): ToyConfig,\n')
     _edit(copy / "lipgnn" / "identity.py", '"energy", "kind", "kim",', '"energy", "kind", "kim", "toy",')
-    # 4. an experiment that declares it
+    # 4. an experiment that declares it and names its node's schema
     (copy / "conf" / "experiment" / "toy.yaml").write_text(
-        "# @package _global_\n# toy: a toy job kind.\nkind: toy\nexperiment_name: toy\nmodel:\n  name: gcn\n"
-        "toy:\n  factor: 2\n")
+        "# @package _global_\n# toy: a toy job kind.\ndefaults:\n  - /toy: base_toy\nkind: toy\nexperiment_name: toy\n"
+        "model:\n  name: gcn\ntoy:\n  factor: 2\n")
     results = tmp_path / "out"
     _python(copy, "train.py", "experiment=toy", "model=gcn", "dataset=cora", f"results_dir={results}")
     (path,) = (results / "runs" / "toy").glob("*.json")

@@ -325,3 +325,57 @@ def test_an_imported_record_waits_for_no_running_job(tmp_path: Path) -> None:
     path = run_record_path(tmp_path, "unit", record["run_id"])
     assert not path.exists()
     assert import_record(tmp_path, record) == path and read_record(path)["status"] == "completed"
+
+
+class _Handed(Exception):
+    """Raised by a kind's spied compute once it has the job: nothing is computed."""
+
+
+def _config_nodes(value: Any, where: str = "job") -> list[str]:
+    """Where ``value`` (a Job, its dataclasses, mappings and lists) holds an OmegaConf node."""
+    import dataclasses
+
+    from omegaconf import DictConfig, ListConfig
+
+    if isinstance(value, DictConfig | ListConfig):
+        return [where]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [hit for f in dataclasses.fields(value) for hit in _config_nodes(getattr(value, f.name),
+                                                                               f"{where}.{f.name}")]
+    if isinstance(value, dict):
+        return [hit for k, v in value.items() for hit in _config_nodes(v, f"{where}[{k!r}]")]
+    if isinstance(value, list | tuple):
+        return [hit for i, v in enumerate(value) for hit in _config_nodes(v, f"{where}[{i}]")]
+    return []
+
+
+@pytest.mark.parametrize(("overrides", "node", "schema"), [
+    (["model=gcn"], None, None),
+    (["experiment=gh_energy", "budget=cpu", "dataset=cora", "depth=2", "variant=san_preln"], "energy", "EnergyConfig"),
+    (["experiment=kim_bounds", "kim.unit=pinf-n100"], "kim", "KimBoundsConfig"),
+    (["experiment=fig5", "budget=cpu", "dataset.tree_depth=2", "variant=gat"], "trees_protocol",
+     "TreesProtocolConfig"),
+])
+def test_a_kind_is_handed_typed_settings_only(overrides: list[str], node: str | None, schema: str | None,
+                                             tmp_path: Path, data_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Job a kind computes from holds the schema's dataclasses and no config node: the ``energy``, ``kim`` and
+    ``trees_protocol`` nodes as their schemas' dataclasses too."""
+    from lipgnn.runs.registry import Job
+
+    cfg = compose([*overrides, f"results_dir={tmp_path}", "log.progress=false"])
+    kind = job_kind(cfg)
+    handed: list[Job] = []
+
+    def compute(job: Job) -> dict[str, Any]:
+        handed.append(job)
+        raise _Handed
+
+    monkeypatch.setattr(kind, "compute", compute)
+    with pytest.raises(_Handed):
+        run(cfg)
+    (job,) = handed
+    assert _config_nodes(job) == [] and type(job.settings).__name__ == "RootConfig"
+    if node is not None:
+        assert type(getattr(job.settings, node)).__name__ == schema
+    if node == "trees_protocol":
+        assert {type(b).__name__ for b in job.settings.trees_protocol.block.values()} == {"TreesBlockConfig"}

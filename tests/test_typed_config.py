@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,39 @@ def test_the_default_finder_sees_one(tmp_path: Path) -> None:
                      "y = payload.get('carry', {})\n")
     assert _literal_defaults(probe) == ["probe.py:1 get('lr', ...)", "probe.py:2 getattr('dropout', ...)",
                                         "probe.py:3 cfg_get("]
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["experiment=gh_energy", "energy.features=col"], "energy.features='col' is unknown; use one of: raw, row"),
+    (["experiment=gh_energy", "+energy.bins=3"], "energy.bins is not a config key"),
+    (["experiment=kim_bounds", "kim.lr=fast"], "kim.lr=fast is invalid"),
+    (["experiment=kim_bounds", "kim.restarts=0"], "kim.restarts=0 is out of range"),
+    (["experiment=kim_bounds", "+kim.iters=3"], "kim.iters is not a config key"),  # kim_invertibility's key
+    (["experiment=fig5", "trees_protocol.block.gat.layer_norm=mid"], "trees_protocol.block.gat.layer_norm='mid'"),
+    (["experiment=fig5", "trees_protocol.eval_every.d3=often"], "trees_protocol.eval_every.d3=often is invalid"),
+    (["experiment=fig5", "+trees_protocol.depth=2"], "trees_protocol.depth is not a config key"),
+])
+def test_the_job_kinds_nodes_have_schemas(overrides: list[str], message: str) -> None:
+    """The ``energy``, ``kim`` and ``trees_protocol`` nodes are typed by the schemas their experiments name: a wrong
+    value or an unknown key is one line at composition."""
+    with pytest.raises(ConfigError, match=re.escape(message)) as error:
+        compose(overrides)
+    assert "\n" not in str(error.value)
+
+
+def test_a_node_merged_untyped_still_becomes_its_schema() -> None:
+    """A record's stored config merged over a composed one (how ``lipgnn verify`` reruns it) leaves the ``energy``
+    and ``trees_protocol`` nodes untyped; the settings hold their schemas' dataclasses all the same."""
+    from omegaconf import OmegaConf
+
+    from lipgnn.config import validate
+    from lipgnn.config_schema import EnergyConfig, TreesBlockConfig
+
+    protocol = {"batch_size": {"d2": 64}, "eval_every": {"d2": 1000},
+                "block": {"gat": {"layer_norm": "post", "activation": "none"}}}
+    settings = validate(OmegaConf.merge(compose(["model=gcn"]), {"energy": {"features": "row"},
+                                                                 "trees_protocol": protocol}))
+    assert settings.energy == EnergyConfig("row") and settings.trees_protocol.cpu_pass_cap is None
+    assert settings.trees_protocol.block == {"gat": TreesBlockConfig("post", "none")}
+    with pytest.raises(ConfigError, match=r"^energy.features='col' is unknown"):
+        validate(OmegaConf.merge(compose(["model=gcn"]), {"energy": {"features": "col"}}))

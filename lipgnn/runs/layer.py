@@ -219,9 +219,8 @@ def _run_locked(kind: JobKind, cfg: DictConfig, settings: Any, run_id: str, prog
     }
     if discarded is not None:
         base["checkpoint_discarded"] = discarded
-    job = Job(cfg=cfg, settings=settings, run_id=run_id, base=base, started=time.time() - earlier, threads=threads,
-              progress=progress,
-              checkpoint=ckpt_path, resume_state=resume_state)
+    job = Job(settings=settings, run_id=run_id, base=base, started=time.time() - earlier, threads=threads,
+              progress=progress, checkpoint=ckpt_path, resume_state=resume_state)
     try:
         record = {**job.base, **kind.compute(job)}
     except LipgnnError:

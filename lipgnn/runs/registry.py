@@ -21,17 +21,20 @@ from typing import Any, ClassVar
 
 from omegaconf import DictConfig, OmegaConf
 
+from lipgnn.config_schema import RootConfig
+
 __all__ = ["KINDS", "Job", "JobKind", "declared_kind", "register_job_kind"]
 
 
 @dataclass
 class Job:
-    """One job as the run layer hands it to its kind's :meth:`JobKind.compute`."""
+    """One job as the run layer hands it to its kind's :meth:`JobKind.compute`: typed settings only, never the
+    composed config node (a kind's hooks that name the job, :meth:`JobKind.run_id` and
+    :meth:`JobKind.record_config`, read that; what it computes reads these)."""
 
-    cfg: DictConfig
-    #: ``cfg`` as the schema's dataclasses (:func:`lipgnn.config.typed`), converted once by the run layer: what the
-    #: data, model and trainer are built from
-    settings: Any
+    #: the config as the schema's dataclasses (:func:`lipgnn.config.validate`), converted once by the run layer:
+    #: what the data, model and trainer are built from, and every key a kind reads
+    settings: RootConfig
     run_id: str
     base: dict[str, Any]  # the record's common fields (schema, run_id, experiment, config, seed, provenance)
     started: float  # time.time() at the start of the job (minus the wall time of resumed segments)

@@ -6,8 +6,6 @@ import os
 from pathlib import Path
 from typing import Any, Protocol
 
-from omegaconf import DictConfig, OmegaConf
-
 #: The file each W&B run carries its lipgnn record in (``lipgnn pull-wandb`` reads it back).
 RECORD_FILE = "lipgnn_record.json"
 
@@ -40,22 +38,23 @@ class WandbLogger:
     network retries for minutes instead of failing.
     """
 
-    def __init__(self, cfg: DictConfig, run_id: str) -> None:
+    def __init__(self, settings: Any, config: dict[str, Any], run_id: str) -> None:
         import wandb  # lazy: wandb's import is slow and only needed here
 
-        log_cfg = cfg.logger
+        log_cfg = settings.logger
         mode = os.environ.get("WANDB_MODE") or log_cfg.mode
         save_dir = os.path.join(str(log_cfg.dir))
         os.makedirs(save_dir, exist_ok=True)
-        tags = [cfg.model.name, cfg.norm.name, cfg.dataset.name, f"depth={cfg.depth}", *list(log_cfg.tags)]
+        tags = [settings.model.name, settings.norm.name, settings.dataset.name, f"depth={settings.depth}",
+                *log_cfg.tags]
         self._run = wandb.init(
             project=log_cfg.project,
             entity=log_cfg.entity,
             group=str(log_cfg.group),
             tags=tags,
             name=run_id,  # no id: W&B draws a fresh one per attempt
-            job_type=str(cfg.experiment_name),
-            config={**OmegaConf.to_container(cfg, resolve=True), "run_id": run_id},
+            job_type=settings.experiment_name,
+            config={**config, "run_id": run_id},  # the record's config
             dir=save_dir,
             mode=mode,
             settings=wandb.Settings(silent=True, console="off"),
@@ -75,7 +74,9 @@ class WandbLogger:
         self._run.finish(exit_code=0)
 
 
-def make_logger(cfg: DictConfig, run_id: str) -> RunLogger:
-    if cfg.logger.name == "wandb":
-        return WandbLogger(cfg, run_id)
+def make_logger(settings: Any, config: dict[str, Any], run_id: str) -> RunLogger:
+    """The run's logger, from its typed ``settings`` (:class:`~lipgnn.config_schema.RootConfig`); ``config``: the
+    record's config, what W&B stores as the run's."""
+    if settings.logger.name == "wandb":
+        return WandbLogger(settings, config, run_id)
     return NullLogger()

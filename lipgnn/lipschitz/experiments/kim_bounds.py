@@ -9,11 +9,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from lipgnn.config_schema import KimBoundsConfig
 from lipgnn.lipschitz.experiments.registry import Unit, register_unit_experiment
 
 
-def units(b: dict[str, Any]) -> list[str]:
-    return [f"pinf-n{n}" for n in b["ns"]] + [f"p2-n{n}" for n in b["p2_ns"]]
+def units(b: KimBoundsConfig) -> list[str]:
+    return [f"pinf-n{n}" for n in b.ns] + [f"p2-n{n}" for n in b.p2_ns]
 
 
 def _unit_l2_mha() -> torch.nn.Module:
@@ -41,17 +42,17 @@ def _full_inf_norm_by_rows(attn: torch.nn.Module, x: torch.Tensor, chunk: int = 
     return max(inf_norm(lambda z, rows=rows: attn(z, rows=rows), x) for rows in chunks)
 
 
-@register_unit_experiment("kim_bounds", units)
-def kim_bounds(b: dict[str, Any], name: str, budget: str, seed: int) -> Unit:
+@register_unit_experiment("kim_bounds", units, KimBoundsConfig)
+def kim_bounds(b: KimBoundsConfig, name: str, budget: str, seed: int) -> Unit:
     """Fig. 2 / App. I and K: the L2-MHA bound against gradient-ascent lower bounds of ||J||_p, p = inf, 2.
     H = D = 1, W^Q = W^V = W^O = 1, inits X_ij ~ U[-c, c] with c ~ U[0, 10], Adam "till convergence" (here a
     fixed number of steps)."""
     p, n = name[1:].split("-n")
     n = int(n)
-    restarts, steps = (b["restarts"], b["steps"]) if p == "inf" else (b["p2_restarts"], b["p2_steps"])
+    restarts, steps = (b.restarts, b.steps) if p == "inf" else (b.p2_restarts, b.p2_steps)
     config = {"experiment": "kim_bounds", "budget": {"name": budget}, "seed": seed, "n": n, "p": p,
               "heads": 1, "dim": 1, "weights": "identity", "restarts": restarts, "steps": steps,
-              "lr": b["lr"], "init": "X_ij ~ U[-c, c], c ~ U[0, 10]"}
+              "lr": b.lr, "init": "X_ij ~ U[-c, c], c ~ U[0, 10]"}
     if p == "2":
         # the power iteration's start vectors come from the unit's generator (reproducible values)
         config["power_init"] = "v ~ N(0, I) from the unit's generator"
@@ -66,7 +67,7 @@ def kim_bounds(b: dict[str, Any], name: str, budget: str, seed: int) -> Unit:
         if p == "inf":
             # Ascend one block row (permutation equivariance: all rows share the supremum, F.2.1),
             # then report the whole Jacobian's norm at the end points.
-            lb = maximise_jacobian_norm(lambda z: attn(z, rows=[0]), x0, "inf", steps=steps, lr=b["lr"],
+            lb = maximise_jacobian_norm(lambda z: attn(z, rows=[0]), x0, "inf", steps=steps, lr=b.lr,
                                         vectorize=True)
             order = np.argsort(lb.values)[::-1][:5]
             # the full norm is >= the row's; evaluated for the 5 best restarts
@@ -74,7 +75,7 @@ def kim_bounds(b: dict[str, Any], name: str, budget: str, seed: int) -> Unit:
             for r in order:
                 values[r] = max(values[r], _full_inf_norm_by_rows(attn, lb.xs[r]))
         else:
-            lb = maximise_jacobian_norm(attn, x0, 2, steps=steps, lr=b["lr"], generator=gen)
+            lb = maximise_jacobian_norm(attn, x0, 2, steps=steps, lr=b.lr, generator=gen)
             values = list(lb.values)
         finite = [v for v in values if math.isfinite(v)]
         return {"n": n, "p": p, "upper": l2_mha_bound(attn, n, p), "lower": max(finite),

@@ -12,9 +12,9 @@ forward hooks; the record holds the energies
 layer, :math:`\mathcal{E}_1` at :math:`X^0` and at :math:`X^L`, the final hidden layer (before the decoder).
 Nothing is trained (``train.epochs`` is not read). A job is a cheap unit: a rerun skips finished records.
 
-Options of the measurement live in the config's ``energy`` node (set by ``conf/experiment/gh_energy.yaml``;
-absent → defaults): ``energy.features`` = ``raw`` (the loaders' features) | ``row`` (row-normalised, PyG's
-``NormalizeFeatures``); they are part of the run id (:func:`energy_id`). The
+Options of the measurement live in the config's ``energy`` node (:class:`~lipgnn.config_schema.EnergyConfig`, named
+by ``conf/experiment/gh_energy.yaml``; absent → its defaults): ``energy.features`` = ``raw`` (the loaders' features)
+| ``row`` (row-normalised, PyG's ``NormalizeFeatures``); they are part of the run id (:func:`energy_id`). The
 weight initialisation is the model's own ``model.init`` where the model has it.
 
     python train.py -m experiment=gh_energy budget=cpu
@@ -23,6 +23,7 @@ weight initialisation is the model's own ``model.init`` where the model has it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Mapping
@@ -30,32 +31,29 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from lipgnn.errors import ConfigError
+from lipgnn.config_schema import EnergyConfig
 from lipgnn.identity import identity_config, loose_digest, plain
 from lipgnn.runs.registry import Job, JobKind, register_job_kind
 
-FEATURES: tuple[str, ...] = ("raw", "row")
-DEFAULT_OPTIONS: dict[str, Any] = {"features": "raw"}
 # One graph at a time, kept across the jobs of a sweep in this process (grids iterate datasets in blocks):
-# (dataset node, features) -> (TaskData, GraphMeasure). Only x and edge_index are read, the same for any seed.
+# (dataset settings, features) -> (TaskData, GraphMeasure). Only x and edge_index are read, the same for any seed.
 _GRAPH: dict[str, tuple[Any, Any]] = {}
 
 
+def energy_settings(energy: EnergyConfig | None) -> EnergyConfig:
+    """The job's ``energy`` options: its typed node, or the schema's defaults where the config has none."""
+    return energy if energy is not None else EnergyConfig()
+
+
 def energy_options(cfg: DictConfig) -> dict[str, Any]:
-    """The ``energy`` node merged over :data:`DEFAULT_OPTIONS`, validated (one-line ConfigError)."""
-    options = dict(DEFAULT_OPTIONS)
+    """The ``energy`` options of a composed config (or of a record's, :class:`ConfigError` in one line for a key or
+    value :class:`~lipgnn.config_schema.EnergyConfig` refuses), as the plain mapping its records store and hash."""
+    from lipgnn.config import typed
+
     node = cfg.get("energy")
-    if node is not None:
-        options.update(OmegaConf.to_container(node, resolve=True))  # type: ignore[arg-type]
-    unknown = sorted(set(options) - set(DEFAULT_OPTIONS))
-    if unknown:
-        raise ConfigError(f"energy.{unknown[0]} is unknown; the energy kind's options are: "
-                          f"{', '.join(DEFAULT_OPTIONS)}")
-    if options["features"] not in FEATURES:
-        raise ConfigError(f"energy.features={options['features']!r} is unknown; use raw or row (row-normalised)")
-    return options
+    return dataclasses.asdict(energy_settings(None if node is None else typed(node, EnergyConfig)))
 
 
 def energy_id(cfg: DictConfig | Mapping[str, Any], options: Mapping[str, Any]) -> str:
@@ -78,27 +76,25 @@ def energy_id(cfg: DictConfig | Mapping[str, Any], options: Mapping[str, Any]) -
     return "-".join(parts)
 
 
-def build_untrained(cfg: DictConfig, settings: Any = None) -> tuple[torch.nn.Module, Any]:
+def build_untrained(cfg: DictConfig) -> tuple[torch.nn.Module, Any]:
     """``(model, data)`` as a training run of ``cfg`` would start (:func:`lipgnn.seeding.start`), in eval mode;
-    ``data`` is the dataset's full graph (``settings``: ``cfg`` as :func:`lipgnn.config.validate` gives it, when
-    the caller has it)."""
+    ``data`` is the dataset's full graph."""
     from lipgnn.config import validate
 
-    model, data, _ = _untrained(cfg, validate(cfg) if settings is None else settings)
+    model, data, _ = _untrained(validate(cfg))
     return model, data
 
 
-def _untrained(cfg: DictConfig, settings: Any, task: Any = None) -> tuple[torch.nn.Module, Any, Any]:
+def _untrained(settings: Any, task: Any = None) -> tuple[torch.nn.Module, Any, Any]:
     """``(model, data, task)``: the model in eval mode, the full graph (row-normalised with
     ``energy.features=row``) and the loaded dataset (``task``: one loaded before, not loaded again)."""
     from torch_geometric.transforms import NormalizeFeatures
 
     from lipgnn.seeding import start
 
-    options = energy_options(cfg)
     model, task = start(settings, task=task)
     data = next(iter(task.eval_batches()))
-    if options["features"] == "row":
+    if energy_settings(settings.energy).features == "row":
         data = NormalizeFeatures()(data.clone())
     return model.eval(), data, task
 
@@ -119,12 +115,13 @@ class Energy(JobKind):
         from lipgnn.diagnostics.probe import DEFINITION, energy_profile
         from lipgnn.train import gc_pause
 
-        cfg = job.cfg
+        settings = job.settings
         gc_pause.resume()
         started = time.time()
-        key = json.dumps([OmegaConf.to_container(cfg.dataset, resolve=True), energy_options(cfg)], sort_keys=True)
+        key = json.dumps([dataclasses.asdict(settings.dataset), dataclasses.asdict(energy_settings(settings.energy))],
+                         sort_keys=True)
         cached = _GRAPH.get(key)
-        model, data, task = _untrained(cfg, job.settings, None if cached is None else cached[0])
+        model, data, task = _untrained(settings, None if cached is None else cached[0])
         if cached is None:
             _GRAPH.clear()
             cached = _GRAPH[key] = (task, GraphMeasure(data.edge_index, int(data.num_nodes)))

@@ -34,8 +34,8 @@ class GuanHeCollapse(Training):
 
         def monitor(model: Any, task: Any, logger: Any) -> CollapseMonitor:
             (data,) = list(task.eval_batches())
-            watch = CollapseMonitor(model, data.to(next(model.parameters()).device), int(job.cfg.log.collapse_every),
-                                    int(job.cfg.train.epochs), logger)
+            watch = CollapseMonitor(model, data.to(next(model.parameters()).device), job.settings.log.collapse_every,
+                                    job.settings.train.epochs, logger)
             watch.start()
             monitors.append(watch)
             return watch

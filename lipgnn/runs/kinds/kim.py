@@ -15,6 +15,7 @@ cheap: a rerun skips finished records (``overwrite=true`` redoes them).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -31,23 +32,24 @@ from lipgnn.runs.registry import Job, JobKind, register_job_kind
 @register_job_kind("kim")
 class Kim(JobKind):
     def validate(self, cfg: DictConfig) -> None:
-        unit(cfg)
+        _unit_of(cfg)
 
     def check_inputs(self, cfg: DictConfig, settings: Any) -> None:
-        if unit_experiment(str(cfg.experiment_name)).reads_dataset:
+        if unit_experiment(settings.experiment_name).reads_dataset:
             super().check_inputs(cfg, settings)
 
     def run_id(self, cfg: DictConfig) -> str:
-        return unit_id(unit(cfg)[0], str(cfg.kim.unit))
+        return unit_id(_unit_of(cfg)[0], str(cfg.kim.unit))
 
     def record_config(self, cfg: DictConfig) -> dict[str, Any]:
-        return unit(cfg)[0]
+        return _unit_of(cfg)[0]
 
     def compute(self, job: Job) -> dict[str, Any]:
         from lipgnn.train import gc_pause
 
         gc_pause.resume()
-        _, compute = unit(job.cfg)
+        settings = job.settings
+        _, compute = unit(settings.experiment_name, settings.kim, settings.budget.name, settings.seed)
         started = time.time()
         diagnostics = compute()
         return {"status": "completed", "wall_time_s": round(time.time() - started, 3), "diagnostics": diagnostics}
@@ -60,18 +62,6 @@ def unit_id(config: Mapping[str, Any], name: str) -> str:
     tree = plain(config)
     hashed = {**tree, "run": identity_config(tree["run"])} if "run" in tree else tree
     return f"{tree['experiment']}-{name}-{tree['budget']['name']}-s{tree['seed']}-{loose_digest(hashed)}"
-
-
-def params(cfg: DictConfig) -> dict[str, Any]:
-    """The budget's parameters: the ``kim`` node without ``unit``."""
-    node = cfg.get("kim")
-    if node is None:
-        raise ConfigError(f"experiment {cfg.experiment_name} has no kim node; a kim job reads its budget's parameters "
-                          "from conf/grid/<experiment>_<budget>.yaml (give budget=cpu or budget=paper)")
-    values = OmegaConf.to_container(node, resolve=True)
-    assert isinstance(values, dict)
-    values.pop("unit", None)
-    return values
 
 
 def budget_params(experiment: str, budget: str) -> dict[str, Any]:
@@ -89,18 +79,27 @@ def budget_params(experiment: str, budget: str) -> dict[str, Any]:
     return values
 
 
-def units(experiment: str, b: dict[str, Any]) -> list[str]:
-    """Every unit a budget's parameters define, in the order the experiment runs them."""
-    return unit_experiment(experiment).units(b)
-
-
-def unit(cfg: DictConfig) -> Unit:
-    """``(config, compute)`` of the job's unit: the record's config, and the computation of its diagnostics."""
-    experiment, b = str(cfg.experiment_name), params(cfg)
-    name = cfg.kim.get("unit")
-    known = units(experiment, b)
-    if name not in known:
-        raise ConfigError(f"kim.unit={name} is not a unit of {experiment} at budget={cfg.budget.name}; use one of: "
+def unit(experiment: str, kim: Any, budget: str, seed: int) -> Unit:
+    """``(config, compute)`` of a unit: the record's config, and the computation of its diagnostics. ``kim``: the
+    job's kim node as its experiment's schema (:attr:`~lipgnn.lipschitz.experiments.UnitExperiment.schema`), which
+    names the unit and holds the budget's parameters."""
+    declared = unit_experiment(experiment)
+    if not isinstance(kim, declared.schema):
+        raise ConfigError(f"experiment {experiment} has no kim node of its schema ({declared.schema.__name__}): its "
+                          "YAML names the schema first in its defaults list, and a budget's parameters come from "
+                          "conf/grid/<experiment>_<budget>.yaml (give budget=cpu or budget=paper)")
+    known = declared.units(kim)
+    if kim.unit not in known:
+        raise ConfigError(f"kim.unit={kim.unit} is not a unit of {experiment} at budget={budget}; use one of: "
                           f"{', '.join(known)}")
-    budget, seed = str(cfg.budget.name), int(cfg.seed)
-    return unit_experiment(experiment).unit(b, str(name), budget, seed)
+    return declared.unit(kim, kim.unit, budget, seed)
+
+
+def _unit_of(cfg: DictConfig) -> Unit:
+    """:func:`unit` of a composed config, for the hooks that name the job before it runs (its id, its record's
+    config)."""
+    from lipgnn.config import typed
+
+    node = cfg.get("kim")
+    kim = typed(node) if isinstance(node, DictConfig) and dataclasses.is_dataclass(OmegaConf.get_type(node)) else None
+    return unit(str(cfg.experiment_name), kim, str(cfg.budget.name), int(cfg.seed))

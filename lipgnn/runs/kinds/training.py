@@ -59,7 +59,7 @@ class Training(JobKind):
 
 
 def train(job: Job, after_fit: AfterFit | None = None, monitor: Monitor | None = None) -> dict[str, Any]:
-    """Train ``job.cfg`` and return the record's fields; ``after_fit`` adds diagnostics of the fitted model,
+    """Train ``job.settings`` and return the record's fields; ``after_fit`` adds diagnostics of the fitted model,
     ``monitor`` wraps the run's logger to measure the model during training."""
     from lipgnn.diagnostics.probe import fit_traced
     from lipgnn.models.builder import resolve_impl
@@ -70,17 +70,16 @@ def train(job: Job, after_fit: AfterFit | None = None, monitor: Monitor | None =
     from lipgnn.train.loggers import make_logger
     from lipgnn.train.trainer import Trainer
 
-    cfg, run_id = job.cfg, job.run_id
+    settings, run_id = job.settings, job.run_id
     maybe_raise(run_id)
     # Before the data and the model: their allocations come from the heap the settings govern. Process-wide:
     # a job with malloc_tuning=false after one with true still runs (and is recorded) tuned.
-    malloc_tuned = tune_malloc() if cfg.train.malloc_tuning else is_tuned()
-    device = resolve_device(str(cfg.device))
+    malloc_tuned = tune_malloc() if settings.train.malloc_tuning else is_tuned()
+    device = resolve_device(settings.device)
     # The heavy imports are done: what is alive now lives as long as the process
     # (lipgnn.train.gc_pause). The data and the model stay out of the frozen set, so that a sweep's later
     # jobs can collect this job's cycles.
     gc_pause.resume()
-    settings = job.settings
     model_cfg = settings.model
     if settings.train.cuda_graphs and model_cfg.impl == "auto":
         # A captured step needs the fused layers (PyG's ask the host for sizes), whatever auto would pick.
@@ -89,26 +88,25 @@ def train(job: Job, after_fit: AfterFit | None = None, monitor: Monitor | None =
     model = model.to(device)
     # The record names the implementation that ran (model.impl=auto resolves by device; not part of the
     # run's identity, since both are tested equal).
-    job.base["config"]["model"]["impl"] = resolve_impl(str(model_cfg.impl), str(cfg.model.name), device,
-                                                       task.spec.step_edges)
-    model.checkpoint_activations = bool(cfg.train.checkpoint_activations)
-    logger = make_logger(cfg, run_id)
+    job.base["config"]["model"]["impl"] = resolve_impl(model_cfg.impl, model_cfg.name, device, task.spec.step_edges)
+    model.checkpoint_activations = settings.train.checkpoint_activations
+    logger = make_logger(settings, job.base["config"], run_id)
     if monitor is not None:
         logger = monitor(model, task, logger)
     started = job.started
+    log = settings.log
     trainer = Trainer(
-        settings.train, device=device, seed=int(cfg.seed), logger=logger,
-        grad_norms=bool(cfg.log.grad_norms), grad_norms_epochs=int(cfg.log.get("grad_norms_epochs", 0)),
-        progress=bool(cfg.log.progress) if job.progress is None else job.progress,
-        checkpoint_path=job.checkpoint if cfg.train.checkpoint_every else None, resume_state=job.resume_state,
+        settings.train, device=device, seed=settings.seed, logger=logger,
+        grad_norms=log.grad_norms, grad_norms_epochs=log.grad_norms_epochs,
+        progress=log.progress if job.progress is None else job.progress,
+        checkpoint_path=job.checkpoint if settings.train.checkpoint_every else None, resume_state=job.resume_state,
         desc=run_id,
         # Checkpoints name the code that wrote them and carry the wall time of the segments so far.
         checkpoint_extra=lambda: {"git_commit": loaded_commit(), "wall_time_s": time.time() - started},
     )
     fit_started = time.time()
-    result, diagnostics = fit_traced(trainer, model, task, energy=bool(cfg.log.get("energy", False)),
-                                     diagnose=bool(cfg.log.get("diagnose", False)),
-                                     diagnose_every=int(cfg.log.get("diagnose_every", 0)))
+    result, diagnostics = fit_traced(trainer, model, task, energy=log.energy, diagnose=log.diagnose,
+                                     diagnose_every=log.diagnose_every)
     if after_fit is not None:
         diagnostics = {**diagnostics, "diagnostics": {**diagnostics.get("diagnostics", {}),
                                                       **after_fit(model, task, result)}}
