@@ -4,7 +4,8 @@
 ``python train.py -m`` runs), :func:`check_command_line`, ``sweep-status`` and the results' grid reader
 (``lipgnn.results.grid``) all call it. A grid is ``hydra.sweeper.params`` (the main sweep, crossed with
 BasicSweeper's expansion) followed by each ``hydra.sweeper.extra`` entry crossed on its own; every distinct job
-once.
+once. :func:`job_config` composes one job through Hydra, cached per distinct choice of config groups: the job
+configs ``sweep-status`` reads, and the reference the results' grid reader is tested against.
 
 ``lipgnn sweep-status table3 budget=cpu`` composes exactly what ``python train.py -m experiment=table3
 budget=cpu`` would launch, computes each job's
@@ -18,17 +19,22 @@ no declared grid: its records are listed by status.
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from hydra import compose, initialize_config_dir
 
-# BasicSweeper.split_arguments is the expansion Hydra's multirun itself uses; Hydra exposes no public API
-# for it, so this module reaches into hydra._internal for that one function.
+# BasicSweeper.split_arguments is the expansion Hydra's multirun itself uses, and ConfigLoaderImpl's
+# _apply_overrides_to_config the last step of Hydra's compose (a job's value overrides); Hydra exposes no public
+# API for either, so this module reaches into hydra._internal for those two functions.
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import OverrideParseException
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -160,11 +166,46 @@ def sweep_jobs(experiment: str, overrides: Sequence[str] = ()) -> list[list[str]
     return [[f"experiment={experiment}", *(o for o in job if not o.startswith("experiment="))] for job in jobs]
 
 
-def expand_sweep(experiment: str, overrides: Sequence[str] = ()) -> list[DictConfig]:
-    """Every job config of the sweep, composed (about 0.1-0.3 s per job)."""
-    jobs = sweep_jobs(experiment, overrides)
+@cache
+def _parsed(override: str) -> Any:
+    """One override as Hydra parses it (cached: a grid repeats each override over many jobs)."""
+    (parsed,) = OverridesParser.create().parse_overrides([override])
+    return parsed
+
+
+@cache
+def is_group(key: str) -> bool:
+    """Is ``key`` (an override's key) a config group of conf/ (``variant``, ``dataset``), not a config value?"""
+    return (Path(CONF_DIR) / key).is_dir()
+
+
+@cache
+def _composed_defaults(groups: tuple[str, ...]) -> DictConfig:
+    """Hydra's compose of the config-group overrides ``groups`` alone (the defaults list they pick, merged), once
+    per distinct set: a grid repeats each set over all its scalar axes (seeds, depths, learning rates)."""
+    if GlobalHydra.instance().is_initialized():
+        return compose("config", overrides=list(groups))
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return [compose("config", overrides=job) for job in jobs]
+        return compose("config", overrides=list(groups))
+
+
+def job_config(job: Sequence[str]) -> DictConfig:
+    """The config ``train.py <job>`` composes, before validation: Hydra's compose in its own two steps, the
+    defaults list the job's config-group overrides pick (composed once per distinct set of them, cached), then
+    the job's value overrides applied by Hydra's own rule (``ConfigLoaderImpl._apply_overrides_to_config``, the
+    step Hydra's compose ends with). Equal to ``hydra.compose("config", job)`` (tests/test_grid_config.py), at
+    about a millisecond a job once its groups are composed: the one way a sweep's job configs are made
+    (``sweep-status``, the check of the analysis's grid reader)."""
+    parsed = [_parsed(override) for override in job]
+    groups = [o for o in parsed if is_group(o.key_or_group)]
+    cfg = copy.deepcopy(_composed_defaults(tuple(o.input_line for o in groups)))
+    ConfigLoaderImpl._apply_overrides_to_config([o for o in parsed if o not in groups], cfg)
+    return cfg
+
+
+def expand_sweep(experiment: str, overrides: Sequence[str] = ()) -> list[DictConfig]:
+    """Every job config of the sweep (:func:`job_config`), in launch order."""
+    return [job_config(job) for job in sweep_jobs(experiment, overrides)]
 
 
 def is_declared(experiment: str) -> bool:

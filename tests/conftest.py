@@ -119,6 +119,12 @@ def run_cli(args: Sequence[str], cwd: Path, env: dict[str, str] | None = None,
                           capture_output=True, text=True, timeout=timeout)
 
 
+
+def run_script(name: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``python scripts/<name>.py <args>`` (a subprocess: tests import the package, never a script)."""
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / f"{name}.py"), *args], capture_output=True,
+                          text=True, timeout=timeout)
+
 def files_under(path: Path) -> list[Path]:
     return sorted(p for p in path.rglob("*") if p.is_file())
 

@@ -1,9 +1,8 @@
-"""`make demo` (scripts/demo.py): the generated-graph fallback, the saved plot, the last line's fixed form and the
-committed demo records (results/demo/), which must show the effect the demo claims on every seed."""
+"""`make demo` (lipgnn/demo.py, run by scripts/demo.py): the generated-graph fallback, the saved plot, the last line's
+fixed form and the committed demo records (results/demo/), which must show the effect the demo claims on every seed."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import re
@@ -13,20 +12,15 @@ import pytest
 from conftest import ROOT
 from torch_geometric.utils import homophily
 
+from lipgnn import demo
+from lipgnn.docs import LAST_LINE, last_line, sci
 from lipgnn.errors import DatasetNotFoundError
-
-
-def _demo():
-    spec = importlib.util.spec_from_file_location("demo", ROOT / "scripts" / "demo.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_generated_graph_is_sparse_and_homophilous_like_cora() -> None:
     """On a dense block model 20 layers mix every node into one average and neither model trains; the
     fallback graph must stay in the regime where the gradient explosion is what separates them."""
-    data = _demo().generated_graph().train_batches()[0]
+    data = demo.generated_graph().train_batches()[0]
     degree = data.edge_index.size(1) / data.num_nodes
     assert 2.5 < degree < 4.5
     assert homophily(data.edge_index, data.y) > 0.9
@@ -36,7 +30,6 @@ def test_generated_graph_is_sparse_and_homophilous_like_cora() -> None:
 
 def test_demo_falls_back_to_the_generated_graph_and_saves_the_plot(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    demo = _demo()
     monkeypatch.setattr(demo, "RESULTS", tmp_path / "demo")
     tiny = {f"depth={demo.DEPTH}": "depth=3", f"train.epochs={demo.EPOCHS}": "train.epochs=3"}
     monkeypatch.setattr(demo, "COMMON", [tiny.get(o, o) for o in demo.COMMON])
@@ -50,23 +43,22 @@ def test_demo_falls_back_to_the_generated_graph_and_saves_the_plot(
     assert "Using a generated graph instead" in out and "on a generated graph" in out
     assert "GAT-Lip" in out and (tmp_path / "demo" / "demo.png").stat().st_size > 10_000
     last = out.strip().splitlines()[-1]
-    assert demo.LAST_LINE.match(last), last
+    assert LAST_LINE.match(last), last
     summary = json.loads((tmp_path / "demo" / "demo.json").read_text())
     assert summary["seed"] == 1 and summary["where"].startswith("a generated graph") and summary["git_commit"]
     assert summary["gat"]["epochs"] == summary["gat_lip"]["epochs"] == 3
     # the last line is made of the summary's numbers
-    assert last.rsplit(";", 1)[0] == demo.last_line(summary["gat"], summary["gat_lip"], 0).rsplit(";", 1)[0]
+    assert last.rsplit(";", 1)[0] == last_line(summary["gat"], summary["gat_lip"], 0).rsplit(";", 1)[0]
 
 
 def test_last_line_has_the_fixed_form_scripts_read() -> None:
-    demo = _demo()
     gat = {"last_test": 21.34, "best_val_test": 30.25, "grad_norm": 56_789.0}
     lip = {"last_test": 74.0, "best_val_test": 75.14, "grad_norm": 0.0163}
-    line = demo.last_line(gat, lip, 141.6)
+    line = last_line(gat, lip, 141.6)
     assert line == ("demo: GAT last 21.3% (best 30.2%) vs GAT-Lip last 74.0% (best 75.1%); "
                     "attention-gradient norms 5.7e4 vs 1.6e-2; 142 s")
-    assert demo.LAST_LINE.match(line).groups() == ("21.3", "30.2", "74.0", "75.1", "5.7e4", "1.6e-2", "142")
-    assert demo.sci(3.4e1) == "3.4e1" and demo.sci(1.0) == "1.0e0" and demo.sci(9.96e-3) == "1.0e-2"
+    assert LAST_LINE.match(line).groups() == ("21.3", "30.2", "74.0", "75.1", "5.7e4", "1.6e-2", "142")
+    assert sci(3.4e1) == "3.4e1" and sci(1.0) == "1.0e0" and sci(9.96e-3) == "1.0e-2"
 
 
 def _committed_demo_records() -> list[dict]:
@@ -76,7 +68,6 @@ def _committed_demo_records() -> list[dict]:
 def test_committed_demo_records_show_the_effect_on_every_seed() -> None:
     """What the README and the demo claim: on each of three seeds GAT-Lip is at least 15 points ahead of GAT at
     the last epoch and at the epoch of best validation, and GAT's attention gradients are at least 100x larger."""
-    demo = _demo()
     records = _committed_demo_records()
     assert sorted(r["seed"] for r in records) == [0, 1, 2]
     for record in records:
@@ -99,7 +90,6 @@ def test_makefile_states_the_demo_time_the_records_measured() -> None:
 
 
 def test_summarise_reads_the_last_epoch_the_best_validation_epoch_and_the_early_gradient_peak() -> None:
-    demo = _demo()
     late = [[1e9, 1e9]] * 3  # after the first epochs: not part of the Fig. 2 quantity
     record = {"run_id": "r", "status": "completed", "config": {"norm": {"name": "lip"}},
               "best": {"epoch": 2, "test": 0.75},

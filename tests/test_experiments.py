@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import math
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import ROOT, compose_cfg
+from conftest import compose_cfg, run_script
 from omegaconf import OmegaConf
 
 from lipgnn.identity import run_id
@@ -56,9 +54,8 @@ def test_every_experiment_ran_into_its_own_folder(tiny_results: Path) -> None:
 
 
 def test_make_tables_and_figures_produce_every_file(tiny_results: Path, tmp_path: Path) -> None:
-    for script in ("make_tables.py", "make_figures.py"):
-        out = subprocess.run([sys.executable, str(ROOT / "scripts" / script), "--results-dir", str(tiny_results)],
-                             capture_output=True, text=True, timeout=300)
+    for script in ("make_tables", "make_figures"):
+        out = run_script(script, "--results-dir", str(tiny_results))
         assert out.returncode == 0, out.stderr
     expected = [f"tables/table{i}.{ext}" for i in (1, 2, 3) for ext in ("md", "tex", "csv")]
     expected += [f"figures/fig{i}.{ext}" for i in range(2, 7) for ext in ("png", "pdf")]

@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("diagnostics", ("lipgnn.diagnostics", "lipgnn.lipschitz")),
     ("run layer", ("lipgnn.runs", "lipgnn.sweep")),
     ("analysis", ("lipgnn.results",)),
-    ("entry points", ("lipgnn.cli", "lipgnn.slurm", "lipgnn.summarize", "lipgnn.docs", "lipgnn.bench",
+    ("entry points", ("lipgnn.cli", "lipgnn.slurm", "lipgnn.summarize", "lipgnn.docs", "lipgnn.demo", "lipgnn.bench",
                       "lipgnn.lipschitz.cli", "lipgnn.diagnostics.cli", "lipgnn.diagnostics.diagnose_cli",
                       "lipgnn.verify")),
 )
@@ -54,3 +54,23 @@ def test_the_order_is_checked() -> None:
     assert layer_of("lipgnn.runs.layer") < layer_of("lipgnn.results.grid")
     assert layer_of("lipgnn.store.checkpoint") < layer_of("lipgnn.train.trainer") < layer_of("lipgnn.runs.layer")
     assert layer_of("lipgnn.lipschitz.cli") > layer_of("lipgnn.results.report")
+
+
+def test_no_test_imports_a_script() -> None:
+    """scripts/ are thin command lines above every layer: a test imports the package (it may run a script as a
+    command line, ``conftest.run_script``), so what a script does is in the package, tested there."""
+    import ast
+
+    tests = PKG_ROOT.parent / "tests"
+    scripts = {path.stem for path in (PKG_ROOT.parent / "scripts").glob("*.py")}
+    found = []
+    for path in sorted(tests.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            calls = (getattr(node.func, "attr", None) or getattr(node.func, "id", None)
+                     if isinstance(node, ast.Call) else None)
+            if any(name.split(".")[0] in scripts | {"scripts"} for name in names) or calls in (
+                    "spec_from_file_location", "run_path", "SourceFileLoader"):
+                found.append(f"{path.name}:{node.lineno}")
+    assert not found, f"tests that import a script (import the package instead): {', '.join(found)}"

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import re
+import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import run_script
 
 from lipgnn.errors import ConfigError
 from lipgnn.results import grid
@@ -440,22 +441,23 @@ def test_corrupt_json_does_not_crash_and_is_counted(tmp_path: Path) -> None:
     assert "70.0" in block(text, "claim-residual")
 
 
-def test_script_check_and_update(tmp_path: Path, capsys) -> None:
-    spec = importlib.util.spec_from_file_location("make_report", ROOT / "scripts" / "make_report.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+def test_script_check_and_update(tmp_path: Path) -> None:
     results = tmp_path / "results"
-    assert module.main(["--results-dir", str(results), "--check"]) == 1
+
+    def make_report(*args: str) -> subprocess.CompletedProcess[str]:
+        return run_script("make_report", "--results-dir", str(results), *args)
+
+    assert make_report("--check").returncode == 1
     assert not (results / "REPRODUCTION.md").exists()
-    assert module.main(["--results-dir", str(results)]) == 0
-    assert module.main(["--results-dir", str(results), "--check"]) == 0
+    assert make_report().returncode == 0
+    assert make_report("--check").returncode == 0
     fig2_records(results, 1e6, 2.0)
-    assert module.main(["--results-dir", str(results), "--check"]) == 1
-    assert module.main(["--results-dir", str(results)]) == 0
-    assert "updated" in capsys.readouterr().out
+    assert make_report("--check").returncode == 1
+    done = make_report()
+    assert done.returncode == 0 and "updated" in done.stdout
     (results / "REPRODUCTION.md").write_text(f"{open_marker('protocol')}\n")
-    assert module.main(["--results-dir", str(results)]) == 2
-    assert "error:" in capsys.readouterr().err
+    failed = make_report()
+    assert failed.returncode == 2 and "error:" in failed.stderr
 
 
 # ------------------------------------------------------------------------- Fig. 6 protocol check

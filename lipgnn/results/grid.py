@@ -10,8 +10,12 @@ are mapped to a point, a dict of record-config keys (``model.name``, ``norm.name
 (``variant=gat_lip``, ``dropout=none``, ``dataset=cora``) are read from their YAML file: the keys they set
 and the names of the groups they override. A key the sweep does not set is not checked.
 
-Composing each job with Hydra costs 0.1-0.3 s, too slow for ``make tables``; reading the grid file costs
-milliseconds. ``lipgnn sweep-status`` composes the jobs and stays the reference for run ids.
+A job's config has one source of truth, Hydra's compose (:func:`lipgnn.sweep.job_config`, what ``train.py`` and
+``lipgnn sweep-status`` read). Composing every job of the grids the records name would add about as long as the
+whole of ``make report`` takes (one compose of 0.1-0.3 s per distinct choice of config groups, a millisecond or
+more per job), so this reader reads the files directly, in milliseconds; tests/test_grid_config.py composes every
+declared job of every grid (the paper's largest on a fixed sample) and checks that each has the values its point
+declares and its sub-sweep's epoch budget (:func:`declared_jobs` gives the jobs, in the points' order).
 """
 
 from __future__ import annotations
@@ -196,14 +200,13 @@ def declared_grid(experiment: str, budget: str, conf_dir: Path | None = None) ->
     return _declared_grid(experiment, budget, Path(conf_dir if conf_dir is not None else CONF_DIR))
 
 
-@cache
-def _declared_grid(experiment: str, budget: str, conf_dir: Path) -> DeclaredGrid | None:
-    """The grid file ``grid/<experiment>_<budget>.yaml`` (else, at the paper's budget, the experiment's design),
-    expanded by :func:`lipgnn.sweep.sub_sweeps`, the lipgnn sweeper's own expansion: one :class:`Sweep` per
-    sub-sweep (the main sweep, then each ``extra``), its jobs mapped to points."""
-    experiment_file = conf_dir / "experiment" / f"{experiment}.yaml"
+def _grid_file(experiment: str, budget: str, conf_dir: Path) -> tuple[Path, DictConfig, list[list[list[str]]]] | None:
+    """The file that declares ``experiment``'s grid at ``budget`` (``grid/<experiment>_<budget>.yaml``, else, at
+    the paper's budget, the experiment's design), its content, and the jobs of each of its sub-sweeps (the main
+    sweep, then each ``extra``) as :func:`lipgnn.sweep.sub_sweeps`, the lipgnn sweeper's own expansion, makes
+    them; None when it declares no grid."""
     path = conf_dir / "grid" / f"{experiment}_{budget}.yaml"
-    source = path if path.exists() else experiment_file
+    source = path if path.exists() else conf_dir / "experiment" / f"{experiment}.yaml"
     if not source.exists():
         return None
     file_cfg = OmegaConf.load(source)
@@ -212,16 +215,37 @@ def _declared_grid(experiment: str, budget: str, conf_dir: Path) -> DeclaredGrid
     params, extra = grid_of(sweeper, budget)
     if not params and not extra:
         return None
+    return source, file_cfg, sub_sweeps(params, extra)
+
+
+def declared_jobs(experiment: str, budget: str, conf_dir: Path | None = None) -> list[list[list[str]]]:
+    """The overrides of every job of each sub-sweep of the declared grid (``[]`` when none), in the order of the
+    points of :func:`declared_grid`'s sweeps; each is launched as ``experiment=<experiment> budget=<budget> <job>``.
+    What tests/test_grid_config.py composes with Hydra to check each point against its job's config."""
+    found = _grid_file(experiment, budget, Path(conf_dir if conf_dir is not None else CONF_DIR))
+    return found[2] if found is not None else []
+
+
+@cache
+def _declared_grid(experiment: str, budget: str, conf_dir: Path) -> DeclaredGrid | None:
+    """The declared grid file's sub-sweeps (:func:`_grid_file`), one :class:`Sweep` each, its jobs mapped to
+    points."""
+    found = _grid_file(experiment, budget, conf_dir)
+    if found is None:
+        return None
+    source, file_cfg, jobs_of = found
+    experiment_file = conf_dir / "experiment" / f"{experiment}.yaml"
+    in_grid_file = source != experiment_file
     # Every job of a sweep has the values its experiment file and its grid file set outside the swept axes (the
     # epoch budget among them): a record without them is not a job of this sweep.
-    fixed = {**_fixed_values(experiment_file), **(_fixed_values(path) if source == path else {})}
+    fixed = {**_fixed_values(experiment_file), **(_fixed_values(source) if in_grid_file else {})}
     fixed = {k: v for k, v in fixed.items() if v is not _PER_JOB}
     default = _default_epochs(conf_dir, experiment)
     where = f"{source.parent.name}/{source.name}"
     sweeps = []
-    for i, jobs in enumerate(sub_sweeps(params, extra)):
+    for i, jobs in enumerate(jobs_of):
         points = [_point(conf_dir, job) for job in jobs]
-        epochs = _sweep_epochs(file_cfg if source == path else None, points, default)
+        epochs = _sweep_epochs(file_cfg if in_grid_file else None, points, default)
         sweeps.append(Sweep(where if i == 0 else f"{where} extra[{i - 1}]", epochs,
                             tuple({**fixed, **point} for point in points),
                             frozenset(fixed) - {k for point in points for k in point}, where))
