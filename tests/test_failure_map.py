@@ -114,3 +114,24 @@ def test_the_residual_rows_pair_gat_res_with_gat_lip_res() -> None:
     assert residual.arms == ("GAT-res", "GAT-Lip-res") and residual.diff.n == 3
     assert abs(residual.diff.mean - 0.10) < 1e-9
     assert "GAT-res 61.0" in fm.secondary_table(df) and "+5.9 (63.5 vs 69.4)" in fm.secondary_table(df)
+
+
+def test_the_block_names_the_commit_and_cpu_of_every_record() -> None:
+    rows = []
+    for seed in range(2):
+        rec = record("none", 0.3, seed)
+        rec["git_commit"] = "aaaaaaa1"
+        rows.append(flatten_record(rec))
+        rec = record("lip", 0.7, seed)
+        rec["git_commit"] = "bbbbbbb2"
+        rec["numerics"] = {"cpu": {"model": "Some CPU", "simd_flags": ["avx", "avx2", "avx512f"]}}
+        rec["config"]["train"]["num_threads"] = 1
+        rows.append(flatten_record(rec))
+    df = records_frame(rows)
+    sentence = fm.machines_sentence(df)
+    assert "2 at commit `aaaaaaa` on CPU not recorded" in sentence
+    assert "2 at commit `bbbbbbb` on Some CPU, AVX-512" in sentence
+    no_avx512 = {"numerics": {"cpu": {"model": "Other", "simd_flags": ["avx2"]}}}
+    from lipgnn.store.records import cpu_label
+
+    assert cpu_label(no_avx512) == "Other, AVX2" and cpu_label({}) is None

@@ -19,7 +19,7 @@ def _largest(change: Mapping[str, Any] | None, worst: float | None) -> str:
     text = (f"The largest change of a reported accuracy is {100 * change['delta']:+.1f} points (`{change['record']}`; "
             + ("its cell's seed sd is not known" if sd is None else f"its cell's seed sd is {100 * sd:.1f} points")
             + ")")
-    return text + (f"; the largest change against its cell's seed sd is {worst:.2f} sd. " if worst else ". ")
+    return text + (f"; the largest change against its cell's seed sd is {worst:.2g} sd. " if worst else ". ")
 
 
 def report_block(results_dir: str | os.PathLike) -> str:

@@ -32,10 +32,11 @@ RECORD_COLUMNS: tuple[str, ...] = (
 # ... followed by these extras, which the artifacts need: the model-selection rule, the configured epoch
 # budget, the paper's variant name, a hash of the configuration without its seed (runs sharing it are the
 # seeds of one grid point), the failure message, the full config, the best train accuracy over epochs, the
-# free-form payload of diagnostic records, the commit that wrote the record, and the TREES protocol's best train
-# accuracy tracked during training with its pass (the record's ``best_train``; NaN when the run has none).
+# free-form payload of diagnostic records, the commit that wrote the record, the TREES protocol's best train
+# accuracy tracked during training with its pass (the record's ``best_train``; NaN when the run has none), and the
+# CPU the record names in its numeric environment (``cpu_label``; None for records older than it).
 EXTRA_COLUMNS: tuple[str, ...] = ("selection", "epochs", "variant", "config_key", "error", "config", "max_train",
-                                  "diagnostics", "git_commit", "tracked_train", "tracked_train_epoch")
+                                  "diagnostics", "git_commit", "tracked_train", "tracked_train_epoch", "cpu")
 COLUMNS: tuple[str, ...] = RECORD_COLUMNS + EXTRA_COLUMNS
 
 # One dtype per numeric column: integers too are float64, so a missing value is NaN (never None/pd.NA)
@@ -155,7 +156,20 @@ def flatten_record(record: Mapping[str, Any], path: str | Path | None = None) ->
         # Alon & Yahav report it; only runs with a TREES-protocol key record it.
         "tracked_train": tracked.get("train"),
         "tracked_train_epoch": tracked.get("epoch"),
+        "cpu": cpu_label(record),
     }
+
+
+def cpu_label(record: Mapping[str, Any]) -> str | None:
+    """The record's CPU as a reader compares machines: its model name and the widest vector instruction set among
+    its flags ("Intel(R) Xeon(R) Processor, AVX-512"); None when the record carries no numeric environment."""
+    numerics = record.get("numerics")
+    cpu = numerics.get("cpu") if isinstance(numerics, Mapping) else None
+    if not isinstance(cpu, Mapping) or not cpu.get("model"):
+        return None
+    flags = set(cpu.get("simd_flags") or ())
+    width = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else None
+    return f"{cpu['model']}, {width}" if width else str(cpu["model"])
 
 
 def records_frame(rows: list[dict]) -> pd.DataFrame:

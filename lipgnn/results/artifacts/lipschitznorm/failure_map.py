@@ -346,6 +346,21 @@ def secondary_note(df: pd.DataFrame) -> str:
             "GAT-Lip-res.")
 
 
+def machines_sentence(df: pd.DataFrame) -> str:
+    """Which commits and CPUs wrote the map's records (a deep model's accuracy moves with the instruction set the
+    libraries dispatch to, so the reader sees where every record came from)."""
+    runs = df[df["experiment"] == EXPERIMENT] if not df.empty else df
+    if runs.empty:
+        return ""
+    cpu = runs["cpu"].where(runs["cpu"].notna(), "CPU not recorded (written before records named their numeric "
+                                                 "environment)") if "cpu" in runs else "CPU not recorded"
+    groups = runs.assign(commit=runs["git_commit"].astype(str).str[:7], machine=cpu).groupby(
+        ["commit", "machine"], sort=True).size()
+    parts = [f"{n} at commit `{commit}` on {machine}" for (commit, machine), n in groups.items()]
+    threads = sorted({str((c.get("train") or {}).get("num_threads")) for c in runs["config"] if isinstance(c, dict)})
+    return f"Records of this experiment: {'; '.join(parts)}; torch threads per run: {', '.join(threads)}."
+
+
 def report(df: pd.DataFrame) -> dict[str, str]:
     p = primary(df)
     lines = [verdict_sentence(df), ""]
@@ -362,6 +377,7 @@ def report(df: pd.DataFrame) -> dict[str, str]:
     lines.append(f"Test accuracy (%) at the epoch of best validation accuracy, mean ± std (n seeds); a model fails "
                  f"below {100 * FAILS_BELOW:.0f} %. The 200-epoch columns are Table 3's CPU grid (`experiment=table3`),"
                  " the same points at a fifth of the budget. Grid and rule: `conf/experiment/failure_map.yaml`.")
+    lines += ["", machines_sentence(df)]
     lines += ["", "**Secondary sub-sweeps** (pre-registered, in their launch order; descriptive, read with the same "
               "rule):", "", secondary_table(df), "", secondary_note(df)]
     return {"failure_map": "\n".join(lines)}
