@@ -132,7 +132,7 @@ def demo_map_block(root: Path) -> str:
                 parts.append(f"{name}: not run yet")
                 continue
             parts.append(f"{name}: GAT {100 * p.gat.mean:.1f} % vs GAT-Lip {100 * p.lip.mean:.1f} % "
-                         f"({p.diff.text()} points)")
+                         f"(GAT-Lip − GAT in points: {p.diff.text()})")
         lines.append(f"- {depth} layers — " + "; ".join(parts) + ".")
     return "\n".join(lines)
 

@@ -367,7 +367,7 @@ def report(df: pd.DataFrame) -> dict[str, str]:
     if p is not None and p.diff.n:
         result = p.scale()
         lines.append(f"Primary comparison (pre-registered): 30 layers, lr 0.005, the authors' dropouts, GAT-Lip − GAT "
-                     f"= {p.diff.text()} points (paper: {100 * paper_effect(30):+.1f}; GAT {paper('GAT', 30)} "
+                     f"in points = {p.diff.text()} (paper: {100 * paper_effect(30):+.1f}; GAT {paper('GAT', 30)} "
                      f"vs GAT-Lip {paper('GAT-Lip', 30)} %): **{result.label}** ({result.reason}).")
         lines.append("")
     lines.append(budget_sentence(df))
@@ -392,7 +392,7 @@ def claims(df: pd.DataFrame) -> list[Claim]:
                       runs, "failure_map")]
     result = p.scale()
     evidence = (f"30 layers, lr 0.005, authors' dropouts, 1000 epochs: GAT {p.gat_text()} vs GAT-Lip {p.lip_text()}; "
-                f"GAT-Lip − GAT {p.diff.text()} points (paper {100 * paper_effect(30):+.1f}): {result.reason}.")
+                f"GAT-Lip − GAT in points {p.diff.text()} (paper {100 * paper_effect(30):+.1f}): {result.reason}.")
     p_value = result.p_value if math.isfinite(result.p_value) else None
     return [Claim("lipschitznorm", SECTION, QUOTE, result.label, evidence, p.gat.n + p.lip.n, "failure_map",
                   n_seeds=p.diff.n, p_value=p_value,
