@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -138,3 +139,18 @@ def single_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@contextlib.contextmanager
+def interrupted_at(monkeypatch: pytest.MonkeyPatch, epoch: int):
+    """Runs inside the block are interrupted (KeyboardInterrupt, as Ctrl-C) at ``epoch`` through the trainer's
+    fault hook ``lipgnn.train.faults.maybe_kill``."""
+    from lipgnn.train import faults
+
+    def press(run_id: str, at: int) -> None:
+        if at == epoch:
+            raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(faults, "maybe_kill", press)
+        yield

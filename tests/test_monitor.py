@@ -123,21 +123,14 @@ def test_log_diagnose_every_survives_a_resume(tmp_path: Path, monkeypatch: pytes
     run (the first segment's come from the checkpoint's carry, none twice)."""
     from lipgnn.diagnostics.monitor import frame_from_record
     from lipgnn.runs import run
-    from lipgnn.train import faults
-    from tests.conftest import compose_cfg
+    from tests.conftest import compose_cfg, interrupted_at
 
     base = ["model=gat", "depth=2", "train.epochs=4", "train.checkpoint_every=1", "log.progress=false",
             "model.hidden=8", "log.diagnose_every=1"]
     whole = frame_from_record(run(compose_cfg([*base, f"results_dir={tmp_path / 'a'}"]))["diagnostics"]["monitor"])
 
-    def press(run_id: str, epoch: int) -> None:
-        if epoch == 3:
-            raise KeyboardInterrupt
-
-    with monkeypatch.context() as patch:
-        patch.setattr(faults, "maybe_kill", press)
-        with pytest.raises(Exception, match="interrupted"):
-            run(compose_cfg([*base, f"results_dir={tmp_path / 'b'}"]))
+    with interrupted_at(monkeypatch, 3), pytest.raises(Exception, match="interrupted"):
+        run(compose_cfg([*base, f"results_dir={tmp_path / 'b'}"]))
     record = run(compose_cfg([*base, f"results_dir={tmp_path / 'b'}"]))
     assert record["resumed_from"] == 3
     resumed = frame_from_record(record["diagnostics"]["monitor"])

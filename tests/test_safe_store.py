@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, TINY_TREES, compose_cfg, run_cli
+from conftest import ROOT, TINY_TREES, compose_cfg, interrupted_at, run_cli
 
 from lipgnn.identity import run_id as run_id_for
 from lipgnn.runs import checkpoint_path, run
@@ -127,19 +127,11 @@ def test_a_checkpoint_planted_during_a_run_never_runs_on_ctrl_c(tmp_path: Path, 
 
 def test_a_truncated_checkpoint_is_named_moved_aside_and_the_run_starts_fresh(tmp_path: Path, monkeypatch,
                                                                               capsys) -> None:
-    from lipgnn.train import faults
-
     cfg = compose_cfg([*CKPT, f"results_dir={tmp_path}"])
     path = checkpoint_path(cfg, run_id_for(cfg))
 
-    def press(run_id: str, epoch: int) -> None:
-        if epoch == 3:
-            raise KeyboardInterrupt
-
-    with monkeypatch.context() as patch:
-        patch.setattr(faults, "maybe_kill", press)
-        with pytest.raises(Exception, match="interrupted"):
-            run(cfg)
+    with interrupted_at(monkeypatch, 3), pytest.raises(Exception, match="interrupted"):
+        run(cfg)
     whole = path.read_bytes()
     for cut in (10, len(whole) - 100):   # no header left; a header whose state was cut short
         path.write_bytes(whole[:cut])
